@@ -1,0 +1,25 @@
+"""beam_shards: turn a dataset into a sharded Arrow training cache with Apache Beam.
+
+Write with `WriteToArrowShards` (a Beam sink) or `write_shards` (plain Python), read
+back with `ReadFromArrowShards` (a Beam source), `ArrowBackend` (Arrow random access)
+or `ShardedDataset` (decoded examples for training).
+"""
+
+__version__ = "0.1.0"
+
+from beam_shards.backend import ArrowBackend
+from beam_shards.dataset import ShardedDataset
+from beam_shards.errors import (BeamShardsError, CacheError, CacheNotFoundError, CorruptCacheError, EncodeError,
+                                FeatureError, SchemaMismatchError)
+from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
+from beam_shards.local import write_shards
+from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.verify import VerifyReport, verify
+from beam_shards.writer import ShardInfo, ShardWriter
+
+__all__ = [
+    "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheNotFoundError", "ClassLabel",
+    "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest",
+    "SchemaMismatchError", "Sequence", "ShardInfo", "ShardWriter", "ShardedDataset", "Value", "VerifyReport",
+    "Video", "encode_example", "read_metadata", "verify", "write_shards",
+]

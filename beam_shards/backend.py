@@ -1,0 +1,306 @@
+"""`ArrowBackend`: Arrow-native random access over a published cache or an in-memory table."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beam_shards import fs
+from beam_shards.errors import CorruptCacheError
+from beam_shards.features import Features
+from beam_shards.manifest import Manifest, read_metadata
+
+DEFAULT_MAX_OPEN_SHARDS = 512
+
+
+class _OpenShard:
+    """The record batches of one opened shard and the row offset of each."""
+
+    __slots__ = ("batches", "offsets")
+
+    def __init__(self, batches: list[pa.RecordBatch]):
+        self.batches = batches
+        self.offsets = np.cumsum([0] + [b.num_rows for b in batches], dtype=np.int64)
+
+    def locate(self, rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, rows, side="right") - 1
+
+
+class ArrowBackend:
+    """Random access to the rows of a sharded Arrow cache, as Arrow tables.
+
+    Shards are memory-mapped lazily, at most `max_open_shards` at a time (least
+    recently used are closed first), so reading one row opens one shard. Uncompressed
+    shards are read without copies; compressed shards are decompressed whole when first
+    touched and held while open, so lower `max_open_shards` for large compressed caches.
+    A backend pickles without its maps and reopens them in each process (fork or spawn).
+    Nothing here decodes images: see `ShardedDataset` for that.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> backend = ArrowBackend(pa.table({"x": list(range(10))}))
+        >>> backend.take([3, 1, 3]).column("x").to_pylist()
+        [3, 1, 3]
+        >>> backend.get_row(-1)
+        {'x': 9}
+
+    Args:
+      table: an in-memory table to serve (use `ArrowBackend.open` for a cache).
+      max_open_shards: how many shards may be open at once.
+
+    Raises:
+      CorruptCacheError (from `open` and reads): a shard is missing, truncated, or does
+        not match the manifest.
+      IndexError: an index out of range (the error carries the index and the length).
+    """
+
+    def __init__(self, table: pa.Table | None = None, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+                 _manifest: Manifest | None = None):
+        if max_open_shards < 1:
+            raise ValueError(f"max_open_shards must be at least 1; got {max_open_shards}")
+        self._max_open = max_open_shards
+        self._manifest = _manifest
+        if _manifest is not None:
+            self._table = None
+            self._schema = _manifest.features.arrow_schema()
+            shard_rows = [s.num_rows for s in _manifest.shards]
+        elif isinstance(table, pa.Table):
+            self._table = _widen_binary(table)
+            self._schema = self._table.schema
+            shard_rows = [self._table.num_rows]
+        else:
+            raise TypeError(f"ArrowBackend takes a pyarrow Table, or use ArrowBackend.open(path); got {type(table).__name__}")
+        self._offsets = np.cumsum([0] + shard_rows, dtype=np.int64)
+        self._reset()
+
+    @classmethod
+    def open(cls, path: str, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
+        """Opens the published cache at `path` (checks the manifest and shard sizes)."""
+        return cls(max_open_shards=max_open_shards, _manifest=read_metadata(path))
+
+    def _reset(self) -> None:
+        self._open: OrderedDict[int, _OpenShard] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ("_open", "_lock", "_pid"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    def __repr__(self) -> str:
+        source = f"path={self._manifest.path!r}" if self._manifest else "in-memory table"
+        return (f"ArrowBackend({source}, num_rows={self.num_rows}, num_shards={self.num_shards}, "
+                f"open_shards={len(self._open)})")
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    @property
+    def num_rows(self) -> int:
+        return int(self._offsets[-1])
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._offsets) - 1
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    @property
+    def manifest(self) -> Manifest | None:
+        """The manifest of the cache, None for an in-memory table."""
+        return self._manifest
+
+    @property
+    def features(self) -> Features | None:
+        return self._manifest.features if self._manifest else None
+
+    @property
+    def shard_offsets(self) -> np.ndarray:
+        """The global index of each shard's first row, then the total (length num_shards + 1)."""
+        return self._offsets.copy()
+
+    def get_row(self, index: int) -> dict[str, Any]:
+        """Row `index` (negative counts from the end) as a dict of Python values."""
+        index = self._check_index(index)
+        shard_id = int(np.searchsorted(self._offsets, index, side="right")) - 1
+        shard = self._shard(shard_id)
+        local = index - int(self._offsets[shard_id])
+        b = int(shard.locate(np.int64(local)))
+        return shard.batches[b].slice(local - int(shard.offsets[b]), 1).to_pylist()[0]
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
+        """The rows at `indices`, in that order and with duplicates kept, as one table."""
+        idx = self._check_indices(indices)
+        if len(idx) == 0:
+            return self._schema.empty_table()
+        if len(idx) > 1 and np.all(np.diff(idx) == 1):
+            return self.slice(int(idx[0]), len(idx))
+        order = np.argsort(idx, kind="stable")
+        ordered = idx[order]
+        pieces = []
+        shard_ids = np.searchsorted(self._offsets, ordered, side="right") - 1
+        bounds = np.flatnonzero(np.diff(shard_ids)) + 1
+        for run in np.split(np.arange(len(ordered)), bounds):
+            shard_id = int(shard_ids[run[0]])
+            shard = self._shard(shard_id)
+            local = ordered[run] - self._offsets[shard_id]
+            batch_ids = shard.locate(local)
+            batch_bounds = np.flatnonzero(np.diff(batch_ids)) + 1
+            for piece in np.split(np.arange(len(local)), batch_bounds):
+                b = int(batch_ids[piece[0]])
+                pieces.append(shard.batches[b].take(pa.array(local[piece] - shard.offsets[b])))
+        table = pa.Table.from_batches(pieces, schema=self._schema)
+        if np.all(order[:-1] < order[1:]):
+            return table
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return table.combine_chunks().take(pa.array(inverse))
+
+    def slice(self, start: int, length: int) -> pa.Table:
+        """Rows `start` to `start + length` (clipped at the end), reading only their batches."""
+        if not 0 <= start <= self.num_rows:
+            raise IndexError(f"slice start {start} out of range for a cache of {self.num_rows} rows")
+        if length < 0:
+            raise ValueError(f"slice length must be >= 0; got {length}")
+        stop = min(start + length, self.num_rows)
+        pieces = []
+        position = start
+        while position < stop:
+            shard_id = int(np.searchsorted(self._offsets, position, side="right")) - 1
+            shard = self._shard(shard_id)
+            local = position - int(self._offsets[shard_id])
+            b = int(shard.locate(np.int64(local)))
+            batch = shard.batches[b]
+            offset = local - int(shard.offsets[b])
+            piece = batch.slice(offset, min(batch.num_rows - offset, stop - position))
+            pieces.append(piece)
+            position += piece.num_rows
+        return pa.Table.from_batches(pieces, schema=self._schema)
+
+    def iter_batches(self, shard_indices: Sequence[int] | None = None, shuffle: bool = False,
+                     seed: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Yields the record batches of the given shards (all by default).
+
+        With `shuffle`, shard order and batch order within each shard are shuffled
+        by a generator seeded with `seed` (rows inside a batch keep their order).
+        """
+        order = list(range(self.num_shards)) if shard_indices is None else [int(i) for i in shard_indices]
+        for shard_id in order:
+            if not 0 <= shard_id < self.num_shards:
+                raise IndexError(f"shard index {shard_id} out of range for {self.num_shards} shards")
+        rng = np.random.default_rng(seed) if shuffle else None
+        if rng is not None:
+            order = [order[i] for i in rng.permutation(len(order))]
+        for shard_id in order:
+            batches = self._shard(shard_id).batches
+            batch_order = rng.permutation(len(batches)) if rng is not None else range(len(batches))
+            for b in batch_order:
+                yield batches[b]
+
+    def _check_index(self, index: int) -> int:
+        n = self.num_rows
+        index = int(index)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} out of range for a cache of {n} rows")
+        return index + n if index < 0 else index
+
+    def _check_indices(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" and idx.size:
+            raise TypeError(f"indices must be ints; got dtype {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        n = self.num_rows
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a cache of {n} rows")
+        return np.where(idx < 0, idx + n, idx)
+
+    def _shard(self, shard_id: int) -> _OpenShard:
+        if os.getpid() != self._pid:
+            self._reset()
+        with self._lock:
+            shard = self._open.get(shard_id)
+            if shard is not None:
+                self._open.move_to_end(shard_id)
+                return shard
+            shard = self._load(shard_id)
+            self._open[shard_id] = shard
+            while len(self._open) > self._max_open:
+                self._open.popitem(last=False)
+            return shard
+
+    def _load(self, shard_id: int) -> _OpenShard:
+        if self._manifest is None:
+            return _OpenShard(self._table.to_batches())
+        return _OpenShard(read_shard_batches(self._manifest, shard_id))
+
+    @property
+    def open_shards(self) -> list[int]:
+        """The shards open now, least recently used first."""
+        return list(self._open)
+
+
+def read_shard_batches(manifest: Manifest, shard_id: int) -> list[pa.RecordBatch]:
+    """Opens shard `shard_id` of a cache and checks it against the manifest.
+
+    Local shards are memory-mapped; other schemes are read into memory.
+
+    Raises:
+      CorruptCacheError: the shard is missing, truncated, not an Arrow file, or its
+        schema or row count differ from the manifest.
+    """
+    entry = manifest.shards[shard_id]
+    path = manifest.shard_path(shard_id)
+    where = f"shard {shard_id} ({entry.path}) of the cache at {manifest.path}"
+    try:
+        source = pa.memory_map(fs.local_path(path)) if fs.is_local(path) else pa.BufferReader(fs.read_bytes(path))
+    except FileNotFoundError:
+        raise CorruptCacheError(f"{where} is missing{_overwritten_hint(manifest)}") from None
+    if source.size() != entry.num_bytes:
+        raise CorruptCacheError(f"{where} has {source.size()} bytes, the manifest says {entry.num_bytes} "
+                                f"({'truncated' if source.size() < entry.num_bytes else 'altered'})")
+    try:
+        reader = pa.ipc.open_file(source)
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CorruptCacheError(f"{where} is not a readable Arrow IPC file: {error}") from None
+    expected = manifest.features.arrow_schema()
+    if not reader.schema.equals(expected, check_metadata=False):
+        raise CorruptCacheError(f"{where} has schema {reader.schema.to_string(show_schema_metadata=False)!r}, "
+                                f"the manifest's features give {expected.to_string(show_schema_metadata=False)!r}")
+    rows = sum(b.num_rows for b in batches)
+    if rows != entry.num_rows:
+        raise CorruptCacheError(f"{where} holds {rows} rows, the manifest says {entry.num_rows}")
+    return batches
+
+
+def _overwritten_hint(manifest: Manifest) -> str:
+    from beam_shards.commit import current_write_id
+
+    now = current_write_id(manifest.path)
+    if now is not None and now != manifest.write_id:
+        return (f": the cache was overwritten by write {now} after this reader opened write "
+                f"{manifest.write_id}; open it again")
+    return ""
+
+
+def _widen_binary(table: pa.Table) -> pa.Table:
+    """Casts binary/string columns to their 64-bit-offset forms, so no column overflows at 2 GiB."""
+    widened = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}
+    fields = [f.with_type(widened.get(f.type, f.type)) for f in table.schema]
+    schema = pa.schema(fields, metadata=table.schema.metadata)
+    return table if schema.equals(table.schema) else table.cast(schema)

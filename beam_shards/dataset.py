@@ -1,0 +1,124 @@
+"""`ShardedDataset`: the training-facing view of a cache, with decoding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from beam_shards.backend import DEFAULT_MAX_OPEN_SHARDS, ArrowBackend
+from beam_shards.decode import check_image_mode, decode_table
+from beam_shards.errors import FeatureError
+from beam_shards.features import Features
+
+_ITER_CHUNK = 256
+
+
+class ShardedDataset:
+    """A random-access dataset over a published cache, decoding rows for training.
+
+    Works as a torch `Dataset` (including `DataLoader` workers, which it supports
+    through `__getitems__` for batched fetching) and as a Grain random-access data
+    source, without importing either. It pickles small: workers reopen shards lazily.
+
+    Example:
+        >>> ds = ShardedDataset("/tmp/my_cache")  # doctest: +SKIP
+        >>> len(ds), ds[0]["label"], ds[-1]["image"].size  # doctest: +SKIP
+        >>> first_ten = ds[:10]  # a view, no data copied  # doctest: +SKIP
+        >>> batch = ds.__getitems__([5, 2, 5])  # list of 3 dicts  # doctest: +SKIP
+
+    Args:
+      source: the cache path, or an `ArrowBackend` opened on one.
+      columns: the columns to return (all by default).
+      image_mode: "pil" (default), "numpy" (HxWxC uint8) or "bytes" (undecoded).
+      transform: an optional function applied to each decoded example.
+      max_open_shards: passed to `ArrowBackend.open`.
+
+    Raises:
+      CacheNotFoundError, CorruptCacheError: the cache cannot be opened.
+      KeyError: a column that the cache does not have.
+      IndexError: an index out of range (the message carries index and length).
+    """
+
+    def __init__(self, source: str | ArrowBackend, *, columns: Sequence[str] | None = None,
+                 image_mode: str = "pil", transform: Callable[[dict[str, Any]], Any] | None = None,
+                 max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS):
+        backend = source if isinstance(source, ArrowBackend) else ArrowBackend.open(source, max_open_shards=max_open_shards)
+        if backend.features is None:
+            raise FeatureError("ShardedDataset needs a backend opened on a cache (its features drive decoding)")
+        self._backend = backend
+        self._features = backend.features
+        self._columns = list(columns) if columns is not None else list(self._features)
+        unknown = [c for c in self._columns if c not in self._features]
+        if unknown:
+            raise KeyError(f"unknown column(s) {unknown}; the cache has {list(self._features)}")
+        self._image_mode = check_image_mode(image_mode)
+        self._transform = transform
+        self._indices: range | np.ndarray = range(backend.num_rows)
+
+    @property
+    def backend(self) -> ArrowBackend:
+        return self._backend
+
+    @property
+    def features(self) -> Features:
+        return self._features
+
+    def __repr__(self) -> str:
+        path = self._backend.manifest.path
+        return (f"ShardedDataset(path={path!r}, num_rows={len(self)}, columns={self._columns}, "
+                f"image_mode={self._image_mode!r})")
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
+        if isinstance(index, slice):
+            return self._view(self._indices[index])
+        if isinstance(index, (int, np.integer)):
+            return self._fetch(np.array([self._position(int(index))]))[0]
+        return self.__getitems__(index)
+
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
+        """The examples at `indices`, decoded batch-wise (torch's and Grain's batched fetch)."""
+        idx = np.asarray(indices)
+        if idx.size and idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be ints; got {idx.dtype}")
+        n = len(self)
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a dataset of {n} rows")
+        idx = np.where(idx < 0, idx + n, idx)
+        return self._fetch(self._global(idx))
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, len(self), _ITER_CHUNK):
+            chunk = np.arange(start, min(start + _ITER_CHUNK, len(self)))
+            yield from self._fetch(self._global(chunk))
+
+    def _position(self, index: int) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} out of range for a dataset of {n} rows")
+        return self._global(np.array([index % n]))[0]
+
+    def _global(self, positions: np.ndarray) -> np.ndarray:
+        if isinstance(self._indices, range):
+            r = self._indices
+            return r.start + positions * r.step
+        return self._indices[positions]
+
+    def _fetch(self, global_indices: np.ndarray) -> list[Any]:
+        table = self._backend.take(global_indices).select(self._columns)
+        rows = decode_table(table, self._features, self._image_mode)
+        if self._transform is not None:
+            rows = [self._transform(row) for row in rows]
+        return rows
+
+    def _view(self, indices: range | np.ndarray) -> ShardedDataset:
+        view = object.__new__(ShardedDataset)
+        view.__dict__.update(self.__dict__)
+        view._indices = indices
+        return view

@@ -1,0 +1,92 @@
+"""Exceptions raised by beam_shards, each carrying the values that explain it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """`repr` of a value cut to `limit` characters, with its type for bytes and arrays."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        head = bytes(value[:16])
+        return f"{type(value).__name__} of length {len(value)} starting {head!r}"
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+class BeamShardsError(Exception):
+    """Base class of every error raised by beam_shards."""
+
+
+class EncodeError(BeamShardsError, ValueError):
+    """An example does not match its features.
+
+    Attributes:
+        example: the example's key, or its position in the input when it has no key.
+        field: the path of the offending field, like ``"frames[2]"``; None for the
+            example as a whole.
+        feature: ``repr`` of the feature the value was checked against.
+        got: a short description of the offending value.
+        reason: what is wrong.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        example: Any = None,
+        field: str | None = None,
+        feature: str | None = None,
+        got: str | None = None,
+    ):
+        self.reason = reason
+        self.example = example
+        self.field = field
+        self.feature = feature
+        self.got = got
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"example {self.example!r}" if self.example is not None else "example"
+        if self.field is not None:
+            where += f", field {self.field!r}"
+        if self.feature is not None:
+            where += f" ({self.feature})"
+        text = f"{where}: {self.reason}"
+        if self.got is not None:
+            text += f"; got {self.got}"
+        return text
+
+    def __reduce__(self):
+        # Beam ships exceptions between processes by pickling them.
+        return (_rebuild_encode_error, (self.reason, self.example, self.field, self.feature, self.got))
+
+
+def _rebuild_encode_error(reason, example, field, feature, got) -> EncodeError:
+    return EncodeError(reason, example=example, field=field, feature=feature, got=got)
+
+
+class FeatureError(BeamShardsError, ValueError):
+    """A feature declaration (or its JSON form) is invalid."""
+
+
+class CacheError(BeamShardsError):
+    """A cache on disk cannot be used as it is."""
+
+
+class CacheNotFoundError(CacheError, FileNotFoundError):
+    """There is no published cache at a path (no ``_metadata.json``)."""
+
+
+class CorruptCacheError(CacheError):
+    """A published cache does not match its manifest (missing, truncated or altered shard)."""
+
+
+class SchemaMismatchError(CacheError):
+    """A cache was written with other features than the reader expects."""

@@ -1,0 +1,103 @@
+"""Image bytes: recognising a complete encoded image, encoding PIL/numpy images, decoding.
+
+Encoding keeps the source format: bytes pass through unchanged, a PIL image is saved
+in its own format (PNG when it has none, or has an alpha or palette mode), and a numpy
+array becomes PNG. Checks look at the container only (signature and end marker), so
+a truncated or non-image file is caught without decoding pixels.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_IEND = b"IEND\xaeB`\x82"
+_JPEG_SOI = b"\xff\xd8\xff"
+_JPEG_EOI = b"\xff\xd9"
+# Some cameras append data after the end-of-image marker; look for it near the end.
+_JPEG_TAIL = 4096
+_ALPHA_OR_PALETTE_MODES = {"RGBA", "RGBa", "LA", "La", "P", "PA"}
+
+
+def sniff_format(data: bytes) -> str:
+    """Returns the image format of `data` ("JPEG", "PNG", ...), checking it is complete.
+
+    Raises:
+      ValueError: `data` is empty, truncated, or not an image Pillow can open.
+    """
+    if not data:
+        raise ValueError("empty bytes are not an image")
+    if data.startswith(_JPEG_SOI):
+        if data.rfind(_JPEG_EOI, max(0, len(data) - _JPEG_TAIL)) < 0:
+            raise ValueError("truncated JPEG: no end-of-image marker")
+        return "JPEG"
+    if data.startswith(_PNG_SIGNATURE):
+        if _PNG_IEND not in data[-64:]:
+            raise ValueError("truncated PNG: no IEND chunk at the end")
+        return "PNG"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        if not data.rstrip(b"\x00").endswith(b";"):
+            raise ValueError("truncated GIF: no trailer")
+        return "GIF"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        if int.from_bytes(data[4:8], "little") + 8 > len(data):
+            raise ValueError("truncated WebP: shorter than its RIFF header says")
+        return "WEBP"
+    return _pillow_format(data)
+
+
+def _pillow_format(data: bytes) -> str:
+    from PIL import Image as PILImage, UnidentifiedImageError
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            return image.format or "unknown"
+    except (UnidentifiedImageError, OSError, SyntaxError):
+        raise ValueError("not an image in a format Pillow knows") from None
+
+
+def encode_pil(image: Any) -> bytes:
+    """Encodes a PIL image in its own format; PNG when it has none or needs alpha/palette."""
+    fmt = image.format
+    if fmt is None or image.mode in _ALPHA_OR_PALETTE_MODES:
+        fmt = "PNG"
+    buffer = io.BytesIO()
+    params: dict[str, Any] = {}
+    if fmt == "JPEG" and getattr(image, "quantization", None):
+        params["quality"] = "keep"  # re-use the source's tables: no second generation loss
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def encode_array(array: np.ndarray) -> bytes:
+    """Encodes a uint8 HxW, HxWx1, HxWx3 or HxWx4 array as PNG.
+
+    Raises:
+      ValueError: another dtype or shape.
+    """
+    from PIL import Image as PILImage
+
+    if array.dtype != np.uint8:
+        raise ValueError(f"an image array must be uint8, not {array.dtype}")
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if not (array.ndim == 2 or array.ndim == 3 and array.shape[2] in (3, 4)):
+        raise ValueError(f"an image array must be HxW, HxWx1, HxWx3 or HxWx4, not {array.shape}")
+    buffer = io.BytesIO()
+    PILImage.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def decode(data: bytes, mode: str = "pil") -> Any:
+    """Decodes encoded image bytes to a PIL image (`mode="pil"`) or a numpy array ("numpy")."""
+    from PIL import Image as PILImage
+
+    image = PILImage.open(io.BytesIO(data))
+    if mode == "pil":
+        return image
+    if mode == "numpy":
+        return np.asarray(image)
+    raise ValueError(f"image decode mode must be 'pil' or 'numpy', not {mode!r}")

@@ -1,0 +1,215 @@
+"""The shard writer: encoded rows in, size-rotated Arrow IPC files out.
+
+One class serves the local `write_shards` and every bundle of the Beam sink. It never
+opens files itself: it asks a callback for a writable stream per shard, so the caller
+decides where shards go (a local staging folder, or `FileSystems.create` on gs://).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any, BinaryIO, Callable
+
+import pyarrow as pa
+
+from beam_shards.features import Features, row_nbytes
+
+COMPRESSIONS = (None, "zstd", "lz4")
+DEFAULT_SHARD_SIZE_BYTES = 128 << 20
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_BATCH_BYTES = 16 << 20
+# The footer repeats the schema and holds one 24-byte block entry per record batch.
+_FOOTER_FIXED_BYTES = 64
+_FOOTER_BLOCK_BYTES = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One written shard: where it is, its rows, its size on disk and its checksum."""
+
+    path: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _ChecksumStream:
+    """A write-only stream that counts and checksums what passes through it."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.crc = 0
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += view.nbytes
+        self.raw.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        # pyarrow closes its sink when the IPC writer closes; the owner closes `raw`.
+        self.closed = True
+
+    @property
+    def checksum(self) -> str:
+        return f"crc32:{self.crc:08x}"
+
+
+def validate_writer_options(shard_size_bytes: int, max_rows_per_shard: int | None, batch_size: int,
+                            batch_bytes: int, compression: str | None) -> None:
+    """Raises ValueError naming the first option out of range."""
+    if not isinstance(shard_size_bytes, int) or shard_size_bytes < 1:
+        raise ValueError(f"shard_size_bytes must be a positive int; got {shard_size_bytes!r}")
+    if max_rows_per_shard is not None and (not isinstance(max_rows_per_shard, int) or max_rows_per_shard < 1):
+        raise ValueError(f"max_rows_per_shard must be a positive int or None; got {max_rows_per_shard!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
+    if not isinstance(batch_bytes, int) or batch_bytes < 1:
+        raise ValueError(f"batch_bytes must be a positive int; got {batch_bytes!r}")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}; got {compression!r}")
+
+
+class ShardWriter:
+    """Buffers encoded rows into record batches and writes them into size-rotated shards.
+
+    A batch is flushed at `batch_size` rows or `batch_bytes` bytes, whichever comes
+    first. A shard is closed before a batch would take it past `shard_size_bytes` on
+    disk (so a batch larger than the target, such as one huge example, gets a shard of
+    its own), and once it holds `max_rows_per_shard` rows. No shard is ever empty.
+    Memory held: one batch of rows plus the open shard's stream buffer.
+
+    Example:
+        >>> import io
+        >>> from beam_shards import Features, Value
+        >>> features = Features({"x": Value("int64")})
+        >>> files = []
+        >>> def open_shard(index):
+        ...     files.append(io.BytesIO()); files[-1].close = lambda: None
+        ...     return f"shard-{index}.arrow", files[-1]
+        >>> writer = ShardWriter(features, open_shard, shard_size_bytes=1 << 20)
+        >>> for i in range(10):
+        ...     writer.write({"x": i})
+        >>> [s.num_rows for s in writer.close()]
+        [10]
+
+    Args:
+      features: the schema rows were encoded with.
+      open_shard: called with a shard's sequence number; returns its path and a
+        writable binary stream, which the writer closes when the shard is done.
+      shard_size_bytes: the target size of a shard on disk.
+      max_rows_per_shard: an optional cap on rows per shard.
+      batch_size: rows per record batch at most.
+      batch_bytes: bytes per record batch at most (clamped to a quarter of a shard).
+      compression: None, "zstd" or "lz4" (Arrow IPC buffer compression).
+    """
+
+    def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]], *,
+                 shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE, batch_bytes: int = DEFAULT_BATCH_BYTES,
+                 compression: str | None = None):
+        validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+        self._features = features
+        self._schema = features.arrow_schema()
+        self._open_shard = open_shard
+        self._shard_size = shard_size_bytes
+        self._max_rows = max_rows_per_shard
+        self._batch_size = batch_size
+        self._batch_bytes = min(batch_bytes, max(1, shard_size_bytes // 4))
+        self._options = pa.ipc.IpcWriteOptions(compression=compression)
+        self._compressed = compression is not None
+        self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
+        self._rows: list[dict[str, Any]] = []
+        self._rows_bytes = 0
+        self._path: str | None = None
+        self._raw: BinaryIO | None = None
+        self._stream: _ChecksumStream | None = None
+        self._ipc: pa.ipc.RecordBatchFileWriter | None = None
+        self._shard_rows = 0
+        self._shard_batches = 0
+        self._written_uncompressed = 0
+        self._written_on_disk = 0
+        self.shards: list[ShardInfo] = []
+        self.paths: list[str] = []
+
+    def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
+        """Adds one encoded row (from `Features.encode_example`)."""
+        self._rows.append(row)
+        self._rows_bytes += row_nbytes(row) if nbytes is None else nbytes
+        if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
+                or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
+            self._flush()
+
+    def close(self) -> list[ShardInfo]:
+        """Writes what is buffered, closes the open shard and returns all shards written."""
+        self._flush()
+        self._close_shard()
+        return self.shards
+
+    def abort(self) -> list[str]:
+        """Drops buffered rows and closes the open stream; returns every path it opened."""
+        self._rows = []
+        if self._raw is not None:
+            self._raw.close()
+        self._raw = self._stream = self._ipc = None
+        return self.paths
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        batch = self._features.build_batch(self._rows)
+        self._rows, self._rows_bytes = [], 0
+        if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
+            self._close_shard()
+        if self._ipc is None:
+            self._open_next()
+        before = self._stream.size
+        self._ipc.write_batch(batch)
+        self._shard_rows += batch.num_rows
+        self._shard_batches += 1
+        if self._compressed:
+            self._written_uncompressed += pa.ipc.get_record_batch_size(batch)
+            self._written_on_disk += self._stream.size - before
+        if self._stream.size >= self._shard_size or self._max_rows is not None and self._shard_rows >= self._max_rows:
+            self._close_shard()
+
+    def _would_overflow(self, batch: pa.RecordBatch) -> bool:
+        estimate = pa.ipc.get_record_batch_size(batch)
+        if self._compressed and self._written_uncompressed:
+            estimate = estimate * self._written_on_disk // self._written_uncompressed
+        footer = self._footer_fixed + _FOOTER_BLOCK_BYTES * (self._shard_batches + 1)
+        return self._stream.size + estimate + footer > self._shard_size
+
+    def _open_next(self) -> None:
+        self._path, self._raw = self._open_shard(len(self.shards))
+        self.paths.append(self._path)
+        self._stream = _ChecksumStream(self._raw)
+        self._ipc = pa.ipc.new_file(self._stream, self._schema, options=self._options)
+        self._shard_rows = self._shard_batches = 0
+
+    def _close_shard(self) -> None:
+        if self._ipc is None:
+            return
+        self._ipc.close()
+        self._raw.close()
+        self.shards.append(ShardInfo(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
+        self._raw = self._stream = self._ipc = None

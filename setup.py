@@ -1,0 +1,32 @@
+"""beam_shards: Apache Beam transforms that turn a dataset into a sharded Arrow training cache."""
+
+import setuptools
+
+setuptools.setup(
+    name="beam_shards",
+    version="0.1.0",
+    description=(
+        "Apache Beam sink and source for size-rotated Arrow IPC shard caches, "
+        "with a random-access reader for training code."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["beam_shards", "beam_shards.*", "pipelines", "pipelines.*"]),
+    install_requires=[
+        "apache-beam>=2.60",
+        "pyarrow>=15",
+        "numpy>=1.24",
+        "pillow>=10",
+        "filelock>=3.12",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "hypothesis>=6.100",
+            "torch==2.13.0",
+        ],
+    },
+    entry_points={"console_scripts": ["beam-shards=beam_shards.cli:main"]},
+)
