@@ -17,9 +17,25 @@ from beam_shards.manifest import Manifest, read_metadata
 from beam_shards.verify import VerifyReport, verify
 from beam_shards.writer import ShardInfo, ShardWriter
 
+_BEAM_TRANSFORMS = {
+    "WriteToArrowShards": "beam_shards.sink",
+    "ReadFromArrowShards": "beam_shards.source",
+    "ReadAllFromArrowShards": "beam_shards.source",
+}
+
+
+def __getattr__(name: str):
+    # The Beam transforms import apache_beam, which training code reading a cache never needs.
+    if name in _BEAM_TRANSFORMS:
+        import importlib
+
+        return getattr(importlib.import_module(_BEAM_TRANSFORMS[name]), name)
+    raise AttributeError(f"module 'beam_shards' has no attribute {name!r}")
+
+
 __all__ = [
     "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheNotFoundError", "ClassLabel",
     "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest",
     "SchemaMismatchError", "Sequence", "ShardInfo", "ShardWriter", "ShardedDataset", "Value", "VerifyReport",
-    "Video", "encode_example", "read_metadata", "verify", "write_shards",
+    "Video", "WriteToArrowShards", "encode_example", "read_metadata", "verify", "write_shards",
 ]

@@ -1,0 +1,216 @@
+"""`WriteToArrowShards`: the Beam sink, size-rotated shards per bundle and one atomic publish.
+
+The shape follows Beam's own `iobase.WriteImpl`: a write id made at run time (so a
+re-run of the same pipeline or template never reuses one), a DoFn that writes each
+bundle's shards into a staging folder of its own, and one finalize step that
+publishes them. Every bundle attempt writes under a fresh attempt id, so retried or
+repeated bundles never collide; only the shards reported by committed bundles reach
+finalize, and finalize removes the whole staging folder with the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
+from apache_beam.transforms import window
+from apache_beam.transforms.display import DisplayDataItem
+
+from beam_shards import fs
+from beam_shards.commit import check_metadata, publish
+from beam_shards.features import Features
+from beam_shards.local import split_key
+from beam_shards.manifest import STAGING_DIR, Manifest, new_write_id, staging_dir
+from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardInfo,
+                                ShardWriter, validate_writer_options)
+
+_LOGGER = logging.getLogger(__name__)
+METRICS_NAMESPACE = "beam_shards"
+
+
+def preview_example(example: Any, fields: int = 3) -> str:
+    """A short description of an example for errors: its first few scalar fields."""
+    if not isinstance(example, dict):
+        return f"{type(example).__name__} value"
+    shown = {k: v for k, v in example.items() if isinstance(v, (int, float)) or isinstance(v, str) and len(v) <= 80}
+    if not shown:
+        return f"example with fields {list(example)[:8]}"
+    return repr(dict(list(shown.items())[:fields]))
+
+
+def _write_id_or_fallback(write_id: Any) -> str:
+    # Some runners (Prism, see apache/beam#36563) hand a DoFn an empty singleton side
+    # input. Fall back to a fresh id: staged paths travel with the shard results, so
+    # finalize still finds every file.
+    if isinstance(write_id, EmptySideInput):
+        _LOGGER.warning("beam_shards: the write id side input was empty; using a fresh id for this bundle")
+        return new_write_id()
+    return write_id
+
+
+class _WriteBundleFn(beam.DoFn):
+    """Encodes a bundle's examples and writes them into size-rotated staged shards."""
+
+    def __init__(self, path: str, features: Features, writer_options: dict[str, Any]):
+        self._path = path
+        self._features = features
+        self._writer_options = writer_options
+        self._rows = Metrics.counter(METRICS_NAMESPACE, "rows_written")
+        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
+        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
+
+    def start_bundle(self) -> None:
+        self._writer: ShardWriter | None = None
+
+    def process(self, element: Any, write_id: Any) -> None:
+        key, example = split_key(element, None)
+        if self._writer is None:
+            self._writer = self._open_writer(_write_id_or_fallback(write_id))
+        try:
+            row = self._features.encode_example(example, key if key is not None else preview_example(example))
+            self._writer.write(row)
+        except BaseException:
+            self._discard()
+            raise
+        self._rows.inc()
+
+    def _open_writer(self, write_id: str) -> ShardWriter:
+        attempt = fs.join(staging_dir(self._path, write_id), uuid.uuid4().hex)
+
+        def open_shard(index: int):
+            path = fs.join(attempt, f"part-{index:05d}.arrow")
+            return path, fs.create(path)
+
+        return ShardWriter(self._features, open_shard, **self._writer_options)
+
+    def _discard(self) -> None:
+        # A failed attempt removes what it staged; the runner may retry the bundle.
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                fs.delete(writer.abort())
+            except Exception:  # clean-up is best effort; finalize or gc removes the rest
+                _LOGGER.warning("beam_shards: could not remove the files of a failed bundle", exc_info=True)
+
+    def finish_bundle(self):
+        if self._writer is None:
+            return
+        try:
+            shards = self._writer.close()
+        except BaseException:
+            self._discard()
+            raise
+        self._writer = None
+        for shard in shards:
+            self._shards.inc()
+            self._bytes.inc(shard.num_bytes)
+            yield window.GlobalWindows.windowed_value(shard)
+
+
+class _FinalizeFn(beam.DoFn):
+    """Publishes the staged shards of every committed bundle; safe to run more than once."""
+
+    def __init__(self, path: str, features: Features, compression: str | None, metadata: dict[str, Any]):
+        self._path = path
+        self._features = features
+        self._compression = compression
+        self._metadata = metadata
+
+    def process(self, unused: Any, write_id: Any, shards: list[ShardInfo]):
+        if isinstance(write_id, EmptySideInput):
+            write_id = _staged_write_id(shards[0].path) if shards else new_write_id()
+        manifest = publish(self._path, write_id=write_id, features=self._features, staged=shards,
+                           compression=self._compression, metadata=self._metadata)
+        # Bundles whose write id fell back to a fresh one staged elsewhere.
+        others = {_staged_write_id(s.path) for s in shards} - {write_id}
+        fs.delete([staging_dir(self._path, other) for other in sorted(others)])
+        fs.remove_empty_dir(fs.join(self._path, STAGING_DIR))
+        yield manifest
+
+
+def _staged_write_id(staged_path: str) -> str:
+    # <path>/_staging/<write id>/<attempt>/part-NNNNN.arrow
+    return staged_path.replace("\\", "/").rstrip("/").split("/")[-3]
+
+
+class WriteToArrowShards(beam.PTransform):
+    """Writes a PCollection of examples into a published cache of Arrow shards.
+
+    Each bundle encodes its examples against `features` and writes size-rotated Arrow
+    IPC shards into `<path>/_staging/`; one finalize step then gives them their final
+    names, writes `_metadata.json` last (the commit point) and removes the version it
+    replaced and the staging folder. Readers see the old cache or the new, never a mix.
+    All file access goes through Beam's FileSystems, so gs:// and s3:// paths work.
+
+    Example:
+        >>> import apache_beam as beam
+        >>> from beam_shards import Features, Value, WriteToArrowShards
+        >>> features = Features({"id": Value("int64"), "text": Value("string")})
+        >>> with beam.Pipeline(runner="FnApiRunner") as p:  # doctest: +SKIP
+        ...     manifest = (p | beam.Create(range(1000))
+        ...                 | beam.Map(lambda i: {"id": i, "text": str(i)})
+        ...                 | WriteToArrowShards("/tmp/cache", features))
+
+    Args:
+      path: the cache folder (local, gs://, s3://, ...).
+      features: the schema every example must match.
+      shard_size_bytes: target size of a shard on disk; a shard closes before a batch
+        would take it past this.
+      max_rows_per_shard: optional cap on rows per shard.
+      batch_size: rows per record batch at most.
+      batch_bytes: bytes per record batch at most (bounds a bundle's memory).
+      compression: None, "zstd" or "lz4".
+      metadata: free JSON-serializable metadata stored in the manifest.
+
+    Returns (from `expand`):
+      A PCollection with one element, the published `Manifest`.
+
+    Raises:
+      ValueError: an option out of range (at construction).
+      EncodeError: when the pipeline runs, for an example that does not match
+        `features` (names the example, the field and the feature); nothing is published.
+    """
+
+    def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
+                 max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
+                 metadata: dict[str, Any] | None = None):
+        super().__init__()
+        if not isinstance(features, Features):
+            raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+        validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+        self._path = path
+        self._features = features
+        self._writer_options = dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
+                                    batch_size=batch_size, batch_bytes=batch_bytes, compression=compression)
+        self._metadata = check_metadata(metadata)
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest]:
+        do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
+        write_id = do_once | "NewWriteId" >> beam.Map(lambda _: new_write_id())
+        staged = (
+            pcoll
+            | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+            | "WriteBundles" >> beam.ParDo(
+                _WriteBundleFn(self._path, self._features, self._writer_options), AsSingleton(write_id))
+            # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
+            | "Pair" >> beam.Map(lambda shard: (None, shard))
+            | "GroupShards" >> beam.GroupByKey()
+            | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
+        return do_once | "Finalize" >> beam.ParDo(
+            _FinalizeFn(self._path, self._features, self._writer_options["compression"], self._metadata),
+            AsSingleton(write_id), AsList(staged))
+
+    def display_data(self) -> dict[str, Any]:
+        options = self._writer_options
+        return {
+            "path": DisplayDataItem(self._path, label="Cache path"),
+            "shard_size_bytes": DisplayDataItem(options["shard_size_bytes"], label="Target shard size (bytes)"),
+            "batch_size": DisplayDataItem(options["batch_size"], label="Rows per record batch"),
+            "compression": DisplayDataItem(str(options["compression"]), label="Compression"),
+            "features": DisplayDataItem(repr(self._features), label="Features"),
+        }
