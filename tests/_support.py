@@ -1,0 +1,73 @@
+"""Shared test helpers: pipeline options pinned to a local runner, and small examples."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
+from PIL import Image as PILImage
+
+from beam_shards import Array, ClassLabel, Features, Image, Sequence, Value
+
+
+def options(*args: str) -> PipelineOptions:
+    """Pipeline options with a local runner (FnApiRunner unless `args` name another)."""
+    args = list(args)
+    if not any(a.startswith("--runner") for a in args):
+        args.insert(0, "--runner=FnApiRunner")
+    return PipelineOptions(args)
+
+
+def jpeg(seed: int, size: int = 16, quality: int = 90) -> bytes:
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    PILImage.fromarray(pixels).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def png(seed: int, size: int = 16, mode: str = "RGB") -> bytes:
+    rng = np.random.default_rng(seed)
+    channels = {"RGB": 3, "RGBA": 4, "L": 1}[mode]
+    pixels = rng.integers(0, 256, (size, size, channels), dtype=np.uint8)
+    buffer = io.BytesIO()
+    PILImage.fromarray(pixels[:, :, 0] if channels == 1 else pixels, mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+FEATURES = Features({
+    "id": Value("int64"),
+    "image": Image(),
+    "label": ClassLabel(num_classes=10),
+    "embedding": Array((8,), "float32"),
+    "caption": Value("string"),
+    "tags": Sequence(Value("string")),
+})
+
+
+def example(i: int, image: bytes | None = None) -> dict:
+    """Example `i` of FEATURES; deterministic in `i`."""
+    rng = np.random.default_rng(i)
+    return {
+        "id": i,
+        "image": image if image is not None else jpeg(i % 7),
+        "label": i % 10,
+        "embedding": rng.standard_normal(8).astype(np.float32),
+        "caption": f"example number {i}",
+        "tags": [f"t{j}" for j in range(i % 3)],
+    }
+
+
+def run_with_deadline(pipeline, seconds: float = 240) -> None:
+    """Runs `pipeline` and fails the test if it has not finished within `seconds`."""
+    result = pipeline.run()
+    state = result.wait_until_finish(duration=int(seconds * 1000))
+    if state != PipelineState.DONE:
+        try:
+            result.cancel()
+        except Exception:  # the job may be gone already; the failure below says what matters
+            pass
+        pytest.fail(f"pipeline did not finish within {seconds}s (state {state}); did an SDK worker fail to start?")

@@ -1,0 +1,294 @@
+"""WriteToArrowShards on the local runners and the portable path: exactly once, atomic, clean."""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.pvalue import EmptySideInput
+from apache_beam.transforms.display import DisplayData
+
+from _support import FEATURES, example, options, run_with_deadline
+from beam_shards import (ArrowBackend, Features, ShardedDataset, Value, WriteToArrowShards, read_metadata,
+                         verify, write_shards)
+from beam_shards.manifest import STAGING_DIR
+from beam_shards.sink import _FinalizeFn, _WriteBundleFn
+
+NUM_EXAMPLES = 600
+PARTS = 6
+
+
+def _examples(part: int, per_part: int = NUM_EXAMPLES // PARTS):
+    for i in range(part * per_part, (part + 1) * per_part):
+        yield example(i)
+
+
+def _write(out, *args, num_parts=PARTS, transform=None, **sink_args):
+    sink_args.setdefault("shard_size_bytes", 20_000)
+    sink_args.setdefault("batch_size", 16)
+    with beam.Pipeline(options=options(*args)) as p:
+        examples = p | beam.Create(range(num_parts)) | beam.FlatMap(_examples)
+        if transform is not None:
+            examples = examples | transform
+        examples | WriteToArrowShards(str(out), FEATURES, **sink_args)
+
+
+def _ids(path) -> list[int]:
+    backend = ArrowBackend.open(str(path))
+    return backend.slice(0, backend.num_rows).column("id").to_pylist()
+
+
+def _assert_exactly_once_and_clean(path, expected_ids):
+    ids = _ids(path)
+    counts = collections.Counter(ids)
+    duplicated = [i for i, n in counts.items() if n > 1]
+    assert not duplicated, f"duplicated ids {duplicated[:10]}"
+    assert sorted(ids) == sorted(expected_ids)
+    assert verify(str(path)).ok
+    assert not os.path.exists(os.path.join(path, STAGING_DIR)), os.listdir(os.path.join(path, STAGING_DIR))
+    listed = {s.path for s in read_metadata(str(path)).shards}
+    on_disk = {name for name in os.listdir(path) if name.endswith(".arrow")}
+    assert on_disk == listed, f"files no manifest lists: {sorted(on_disk - listed)}"
+
+
+def test_round_trip_fnapi_with_several_shards_per_bundle(tmp_path):
+    out = tmp_path / "cache"
+    _write(out)
+    manifest = read_metadata(str(out))
+    assert manifest.num_rows == NUM_EXAMPLES
+    assert manifest.num_shards > PARTS, "a small shard size must rotate shards inside a bundle"
+    assert all(0 < s.num_rows for s in manifest.shards)
+    _assert_exactly_once_and_clean(out, range(NUM_EXAMPLES))
+    ds = ShardedDataset(str(out), image_mode="bytes")
+    by_id = {row["id"]: row for row in ds}
+    for i in (0, 17, NUM_EXAMPLES - 1):
+        expected = example(i)
+        row = by_id[i]
+        assert row["image"] == expected["image"]
+        assert row["label"] == expected["label"]
+        assert row["caption"] == expected["caption"] and row["tags"] == expected["tags"]
+        np.testing.assert_array_equal(row["embedding"], expected["embedding"])
+
+
+def test_output_is_the_published_manifest_and_chains(tmp_path):
+    out = tmp_path / "cache"
+    seen = tmp_path / "seen.txt"
+
+    def record(manifest):
+        seen.write_text(f"{manifest.write_id} {manifest.num_rows}")
+
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(2)) | beam.FlatMap(_examples, per_part=10)
+         | WriteToArrowShards(str(out), FEATURES) | beam.Map(record))
+    manifest = read_metadata(str(out))
+    assert seen.read_text() == f"{manifest.write_id} 20"
+
+
+def test_keyed_input_and_metadata(tmp_path):
+    out = tmp_path / "cache"
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(2)) | beam.FlatMap(_examples, per_part=5)
+         | beam.Map(lambda e: (f"key-{e['id']}", e))
+         | WriteToArrowShards(str(out), FEATURES, metadata={"source": "test"}, compression="zstd"))
+    manifest = read_metadata(str(out))
+    assert manifest.metadata == {"source": "test"} and manifest.compression == "zstd"
+    assert sorted(_ids(out)) == list(range(10))
+
+
+def test_empty_input_publishes_a_valid_empty_cache(tmp_path):
+    out = tmp_path / "cache"
+    with beam.Pipeline(options=options()) as p:
+        p | beam.Create([]) | WriteToArrowShards(str(out), FEATURES)
+    manifest = read_metadata(str(out))
+    assert manifest.num_rows == 0 and manifest.num_shards == 0
+    assert len(ShardedDataset(str(out))) == 0
+    assert verify(str(out)).ok
+    assert os.listdir(out) == ["_metadata.json"]
+
+
+def test_bundle_repeat_runs_every_bundle_and_finalize_twice_yet_writes_once(tmp_path):
+    out = tmp_path / "cache"
+    _write(out, "--direct_runner_bundle_repeat=1")
+    _assert_exactly_once_and_clean(out, range(NUM_EXAMPLES))
+
+
+class _FailFirstAttempt(beam.DoFn):
+    """Fails the first attempt at each id divisible by 200, after earlier rows were written.
+
+    The runner gives a bundle 4 attempts, so at most 3 failures may hit one bundle.
+    """
+
+    def __init__(self, markers: str):
+        self._markers = markers
+
+    def process(self, element):
+        marker = os.path.join(self._markers, str(element["id"]))
+        if element["id"] % 200 == 0 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError(f"injected failure at id {element['id']}")
+        yield element
+
+
+def test_retried_bundles_write_exactly_once(tmp_path):
+    out = tmp_path / "cache"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _write(out, "--runner=BundleBasedDirectRunner", transform=beam.ParDo(_FailFirstAttempt(str(markers))))
+    assert len(os.listdir(markers)) == NUM_EXAMPLES // 200, "every injected failure must have fired"
+    _assert_exactly_once_and_clean(out, range(NUM_EXAMPLES))
+
+
+def _tag_pid(element):
+    return {**element, "caption": f"pid {os.getpid()}"}
+
+
+def test_two_worker_processes(tmp_path):
+    out = tmp_path / "cache"
+    _write(out, "--direct_num_workers=2", "--direct_running_mode=multi_processing", num_parts=12,
+           transform=beam.Reshuffle() | beam.Map(_tag_pid))
+    _assert_exactly_once_and_clean(out, range(12 * (NUM_EXAMPLES // PARTS)))
+    backend = ArrowBackend.open(str(out))
+    pids_per_shard = [set(backend.slice(int(start), int(end - start)).column("caption").to_pylist())
+                      for start, end in zip(backend.shard_offsets[:-1], backend.shard_offsets[1:])]
+    assert all(len(pids) == 1 for pids in pids_per_shard), "a shard is written by one bundle in one process"
+    assert len(set.union(*pids_per_shard)) >= 2, "shards must come from more than one worker process"
+    assert str(os.getpid()) not in str(pids_per_shard)
+
+
+def test_portable_runner_with_external_worker_pool(tmp_path, portable_options):
+    out = tmp_path / "cache"
+    p = beam.Pipeline(options=portable_options())
+    (p | beam.Create(range(PARTS)) | beam.FlatMap(_examples) | beam.Map(_tag_pid)
+     | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=20_000, batch_size=16))
+    run_with_deadline(p)
+    _assert_exactly_once_and_clean(out, range(NUM_EXAMPLES))
+    captions = set(ArrowBackend.open(str(out)).slice(0, NUM_EXAMPLES).column("caption").to_pylist())
+    assert f"pid {os.getpid()}" not in captions, "rows must be written by the external SDK workers"
+
+
+def test_overwrite_while_a_reader_holds_the_old_version(tmp_path):
+    out = tmp_path / "cache"
+    features = Features({"id": Value("int64"), "version": Value("string")})
+    write_shards(({"id": i, "version": "old"} for i in range(300)), str(out), features,
+                 shard_size_bytes=2_000, batch_size=10)
+    old_reader = ArrowBackend.open(str(out))
+    old_files = {s.path for s in old_reader.manifest.shards}
+    old_reader.slice(0, old_reader.num_rows)  # maps every old shard
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(200)) | beam.Map(lambda i: {"id": i, "version": "new"})
+         | WriteToArrowShards(str(out), features, shard_size_bytes=2_000, batch_size=10))
+    assert not old_files & set(os.listdir(out)), "the old version's files must be removed once published"
+    assert old_reader.take([0, 150, 299]).to_pylist() == [{"id": i, "version": "old"} for i in (0, 150, 299)]
+    new_reader = ArrowBackend.open(str(out))
+    assert new_reader.num_rows == 200
+    assert set(new_reader.slice(0, 200).column("version").to_pylist()) == {"new"}
+
+
+class _FailAfter(beam.DoFn):
+    def __init__(self, limit: int):
+        self._limit = limit
+
+    def process(self, element):
+        if element["id"] >= self._limit:
+            raise RuntimeError(f"injected failure at id {element['id']}")
+        yield element
+
+
+def test_failing_pipeline_publishes_nothing_and_keeps_the_previous_cache(tmp_path):
+    out = tmp_path / "cache"
+    previous = write_shards((example(i) for i in range(50)), str(out), FEATURES)
+    with pytest.raises(Exception, match="injected failure at id"):
+        _write(out, transform=beam.ParDo(_FailAfter(80)), num_parts=1,
+               shard_size_bytes=5_000)
+    assert read_metadata(str(out)).write_id == previous.write_id
+    assert sorted(_ids(out)) == list(range(50))
+    assert verify(str(out)).ok
+
+
+def test_failing_pipeline_on_a_fresh_path_publishes_nothing(tmp_path):
+    out = tmp_path / "cache"
+    with pytest.raises(Exception, match="injected failure"):
+        _write(out, transform=beam.ParDo(_FailAfter(30)), num_parts=1)
+    assert not os.path.exists(os.path.join(out, "_metadata.json"))
+
+
+@pytest.mark.parametrize("bad, field, reason", [
+    ({"label": "seven"}, "label", "class names are not declared"),
+    ({"embedding": [1.0, 2.0]}, "embedding", "wrong shape"),
+    ({"caption": 5}, "caption", "expected a str"),
+])
+def test_bad_example_fails_with_its_field_and_example(tmp_path, bad, field, reason):
+    out = tmp_path / "cache"
+
+    def spoil(element):
+        return {**element, **bad} if element["id"] == 42 else element
+
+    with pytest.raises(Exception) as raised:
+        _write(out, transform=beam.Map(spoil), num_parts=1)
+    message = str(raised.value)
+    assert f"field '{field}'" in message and reason in message
+    assert "'id': 42" in message, "the error must name the example"
+    assert not os.path.exists(os.path.join(out, "_metadata.json"))
+
+
+def test_missing_field_is_named(tmp_path):
+    out = tmp_path / "cache"
+    with pytest.raises(Exception, match=r"example 'k-3', field 'caption'.*missing field"):
+        with beam.Pipeline(options=options()) as p:
+            (p | beam.Create(range(5))
+             | beam.Map(lambda i: (f"k-{i}", {k: v for k, v in example(i).items() if i != 3 or k != "caption"}))
+             | WriteToArrowShards(str(out), FEATURES))
+
+
+def test_transform_pickles_and_shows_display_data(tmp_path):
+    sink = WriteToArrowShards(str(tmp_path), FEATURES, shard_size_bytes=1 << 20, batch_size=64, compression="lz4")
+    clone = pickle.loads(pickle.dumps(sink))
+    assert clone.display_data()["path"].value == str(tmp_path)
+    items = {item.key: item.value for item in DisplayData.create_from(sink).items}
+    assert items["shard_size_bytes"] == 1 << 20 and items["batch_size"] == 64 and items["compression"] == "lz4"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"shard_size_bytes": 0}, "shard_size_bytes"),
+    ({"batch_size": -1}, "batch_size"),
+    ({"compression": "gzip"}, "compression"),
+    ({"metadata": {"x": object()}}, "JSON-serializable"),
+])
+def test_bad_options_fail_at_construction(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        WriteToArrowShards(str(tmp_path), FEATURES, **kwargs)
+
+
+def test_metrics_count_rows_bytes_and_shards(tmp_path):
+    out = tmp_path / "cache"
+    p = beam.Pipeline(options=options())
+    (p | beam.Create(range(PARTS)) | beam.FlatMap(_examples)
+     | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=20_000, batch_size=16))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {m.key.metric.name: m.committed for m in result.metrics().query()["counters"]}
+    manifest = read_metadata(str(out))
+    assert counters["rows_written"] == manifest.num_rows
+    assert counters["shards_written"] == manifest.num_shards
+    assert counters["bytes_written"] == manifest.num_bytes
+
+
+def test_empty_write_id_side_input_falls_back(tmp_path):
+    """Runners that hand an empty singleton side input (Prism) still publish every shard."""
+    out = str(tmp_path / "cache")
+    features = Features({"id": Value("int64")})
+    write = _WriteBundleFn(out, features, {"shard_size_bytes": 1 << 20})
+    staged = []
+    for bundle in range(2):
+        write.start_bundle()
+        for i in range(bundle * 10, bundle * 10 + 10):
+            write.process({"id": i}, EmptySideInput())
+        staged.extend(wv.value for wv in write.finish_bundle())
+    [manifest] = list(_FinalizeFn(out, features, None, {}).process(None, EmptySideInput(), staged))
+    assert manifest.num_rows == 20
+    assert sorted(_ids(out)) == list(range(20))
+    assert not os.path.exists(os.path.join(out, STAGING_DIR))
