@@ -99,14 +99,22 @@ def _move_into_place(path: str, staged: list[ShardInfo], names: list[str]) -> No
 def _clean_up(path: str, manifest: Manifest) -> None:
     previous = manifest.previous_write_id
     if previous and previous != manifest.write_id:
-        fs.delete(list(fs.list_files([fs.join(path, f"shard-{previous}-*.arrow")])))
-    fs.delete([staging_dir(path, manifest.write_id)])
-    fs.remove_empty_dir(fs.join(path, STAGING_DIR))
+        _delete_shards_of(path, previous)
+    remove_staging(path, manifest.write_id)
 
 
 def abandon(path: str, write_id: str) -> None:
     """Removes what an unpublished write left: its staging folder and any shard it moved."""
     if current_write_id(path) != write_id:
-        fs.delete(list(fs.list_files([fs.join(path, f"shard-{write_id}-*.arrow")])))
-    fs.delete([staging_dir(path, write_id)])
+        _delete_shards_of(path, write_id)
+    remove_staging(path, write_id)
+
+
+def remove_staging(path: str, write_id: str) -> None:
+    """Removes the staging folder of one write, and `_staging/` itself once it is empty."""
+    fs.delete_tree(staging_dir(path, write_id))
     fs.remove_empty_dir(fs.join(path, STAGING_DIR))
+
+
+def _delete_shards_of(path: str, write_id: str) -> None:
+    fs.delete(sorted(fs.list_files([fs.join(path, f"shard-{write_id}-*.arrow")])))

@@ -127,11 +127,25 @@ def rename(sources: list[str], destinations: list[str]) -> None:
 
 
 def delete(paths: list[str]) -> None:
-    """Deletes files or folders, ignoring those already gone."""
+    """Deletes files, ignoring those already gone."""
+    from apache_beam.io.filesystem import BeamIOError
+
     fs = _filesystems()
     for path in paths:
-        if fs.exists(path):
+        try:
             fs.delete([path])
+        except BeamIOError:
+            if fs.exists(path):
+                raise
+
+
+def delete_tree(path: str) -> None:
+    """Deletes a folder and everything under it; on object stores, every object under the prefix."""
+    if is_local(path):
+        if os.path.exists(local_path(path)):
+            delete([path])
+        return
+    delete(sorted(list_files([join(path, "**")])))
 
 
 def remove_empty_dir(path: str) -> None:

@@ -21,10 +21,10 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import fs
-from beam_shards.commit import check_metadata, publish
+from beam_shards.commit import check_metadata, publish, remove_staging
 from beam_shards.features import Features
 from beam_shards.local import split_key
-from beam_shards.manifest import STAGING_DIR, Manifest, new_write_id, staging_dir
+from beam_shards.manifest import Manifest, new_write_id, staging_dir
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardInfo,
                                 ShardWriter, validate_writer_options)
 
@@ -127,8 +127,8 @@ class _FinalizeFn(beam.DoFn):
                            compression=self._compression, metadata=self._metadata)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         others = {_staged_write_id(s.path) for s in shards} - {write_id}
-        fs.delete([staging_dir(self._path, other) for other in sorted(others)])
-        fs.remove_empty_dir(fs.join(self._path, STAGING_DIR))
+        for other in sorted(others):
+            remove_staging(self._path, other)
         yield manifest
 
 

@@ -1,0 +1,73 @@
+"""The object-store path (gs://, s3://): no folders, no atomic rename, everything via FileSystems."""
+
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+import pytest
+
+import fake_object_store
+from _support import FEATURES, example, options
+from beam_shards import (ArrowBackend, CacheNotFoundError, ShardedDataset, WriteToArrowShards, read_metadata,
+                         verify, write_shards)
+from beam_shards import fs
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    root = tmp_path / "bucket"
+    root.mkdir()
+    monkeypatch.setenv(fake_object_store.ROOT_ENV, str(root))
+    return root
+
+
+def _objects(root) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files)
+
+
+def test_fake_store_has_object_semantics(store):
+    assert not fs.has_atomic_rename("fakeobj://cache/_metadata.json")
+    fs.write_bytes("fakeobj://a/b/c.bin", b"x")
+    assert fs.exists("fakeobj://a/b/c.bin") and not fs.exists("fakeobj://a/b")
+
+
+def test_sink_publishes_and_cleans_up_on_an_object_store(store):
+    path = "fakeobj://cache"
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(3)) | beam.FlatMap(lambda k: (example(k * 40 + i) for i in range(40)))
+         | WriteToArrowShards(path, FEATURES, shard_size_bytes=20_000, batch_size=16))
+    manifest = read_metadata(path)
+    assert manifest.num_rows == 120 and manifest.num_shards > 1
+    objects = _objects(store)
+    assert "cache/_metadata.json" in objects
+    assert not [o for o in objects if "_staging" in o or o.endswith(".tmp")], objects
+    assert sorted(o for o in objects if o.endswith(".arrow")) == sorted(f"cache/{s.path}" for s in manifest.shards)
+    ids = ArrowBackend.open(path).slice(0, 120).column("id").to_pylist()
+    assert sorted(ids) == list(range(120))
+    row = ShardedDataset(path, image_mode="bytes")[ids.index(5)]
+    assert row["caption"] == example(5)["caption"] and row["image"] == example(5)["image"]
+    assert verify(path).ok
+
+
+def test_overwrite_and_failed_write_on_an_object_store(store):
+    path = "fakeobj://cache"
+    first = write_shards((example(i) for i in range(30)), path, FEATURES, shard_size_bytes=10_000)
+    second = write_shards((example(i) for i in range(100, 110)), path, FEATURES)
+    assert read_metadata(path).write_id == second.write_id
+    assert not [o for o in _objects(store) if first.write_id in o], "the replaced version must be deleted"
+
+    def failing():
+        for i in range(50):
+            yield example(i)
+        raise RuntimeError("source failed")
+
+    with pytest.raises(RuntimeError, match="source failed"):
+        write_shards(failing(), path, FEATURES, shard_size_bytes=10_000)
+    assert read_metadata(path).write_id == second.write_id
+    assert not [o for o in _objects(store) if "_staging" in o], _objects(store)
+
+
+def test_missing_cache_on_an_object_store(store):
+    with pytest.raises(CacheNotFoundError, match="no beam_shards cache at fakeobj://nothing"):
+        read_metadata("fakeobj://nothing")
