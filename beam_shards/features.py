@@ -130,10 +130,13 @@ class Value(Feature):
                 raise self._fail(f"{value} does not fit {dtype} (range {low}..{high})", field, value)
             return value
         if dtype in _FLOAT_DTYPES:
-            if type(value) is float:
+            if type(value) is float and dtype == "float64":
                 return value
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
-                return float(value)
+                try:
+                    return float(cast_safely(np.asarray(value), dtype))
+                except ValueError as error:
+                    raise self._fail(str(error), field, value) from None
             raise self._fail(f"expected a number for {dtype}", field, value)
         if dtype == "bool":
             if isinstance(value, (bool, np.bool_)):
@@ -348,7 +351,8 @@ class Array(Feature):
     Stored as a fixed-size list of the flattened values (or a list of them when the
     first dimension varies), so a reader gets back an array of the declared shape
     without a copy. Values are cast only when no value changes: int64 values that
-    do not fit int8 are an error, not a wrap, and floats never become ints.
+    do not fit int8 are an error, not a wrap, floats never become ints and ints
+    become floats only when exact. Floats may round to a narrower float, never to inf.
 
     Args:
       shape: a tuple of positive ints; the first may be None.
@@ -418,11 +422,14 @@ class Array(Feature):
 
 
 def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
-    """Casts `array` to `dtype` when no value changes. Raises ValueError otherwise."""
+    """Casts `array` to `dtype` when no value changes (beyond rounding a float to a
+    narrower float). Raises ValueError otherwise."""
     target = np.dtype(dtype)
     source = array.dtype
     if source == target:
         return array
+    if not array.size:  # such as [] (float64 to numpy): no value to change
+        return array.astype(target)
     if target.kind == "b" and source.kind != "b":
         raise ValueError(f"cannot cast {source} to bool")
     if target.kind in "iu":
@@ -432,8 +439,20 @@ def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
                 raise ValueError(f"values {array.min()}..{array.max()} do not fit {target} ({info.min}..{info.max})")
         elif source.kind != "b":
             raise ValueError(f"cannot cast {source} to {target} without losing values")
-    elif target.kind == "f" and source.kind not in "biuf":
-        raise ValueError(f"cannot cast {source} to {target}")
+    elif target.kind == "f":
+        if source.kind not in "biuf":
+            raise ValueError(f"cannot cast {source} to {target}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = array.astype(target)
+            # Rounding a float to a narrower float is expected; overflowing to inf or
+            # changing an int is not.
+            if source.kind == "f":
+                changed = np.isinf(result) & np.isfinite(array)
+            else:
+                changed = result.astype(source) != array
+        if changed.any():
+            raise ValueError(f"value {array[changed].flat[0]} cannot be stored as {target} without changing it")
+        return result
     return array.astype(target)
 
 
@@ -528,7 +547,8 @@ class Features(Mapping[str, Feature]):
         return len(self._features)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Features) and other.to_dict() == self.to_dict()
+        # Column order is part of the schema (and of the fingerprint `__hash__` uses).
+        return isinstance(other, Features) and other.to_json() == self.to_json()
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())

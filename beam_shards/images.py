@@ -60,9 +60,12 @@ def _pillow_format(data: bytes) -> str:
 
 
 def encode_pil(image: Any) -> bytes:
-    """Encodes a PIL image in its own format; PNG when it has none or needs alpha/palette."""
+    """Encodes a PIL image in its own format; PNG when it has none, needs alpha/palette,
+    or is one Pillow reads but cannot write (such as PSD or SUN)."""
+    from PIL import Image as PILImage
+
     fmt = image.format
-    if fmt is None or image.mode in _ALPHA_OR_PALETTE_MODES:
+    if fmt is None or image.mode in _ALPHA_OR_PALETTE_MODES or not _can_save(PILImage, fmt):
         fmt = "PNG"
     buffer = io.BytesIO()
     params: dict[str, Any] = {}
@@ -70,6 +73,12 @@ def encode_pil(image: Any) -> bytes:
         params["quality"] = "keep"  # re-use the source's tables: no second generation loss
     image.save(buffer, format=fmt, **params)
     return buffer.getvalue()
+
+
+def _can_save(pil: Any, fmt: str) -> bool:
+    if fmt.upper() not in pil.SAVE:
+        pil.init()  # Pillow registers its writers lazily
+    return fmt.upper() in pil.SAVE
 
 
 def encode_array(array: np.ndarray) -> bytes:

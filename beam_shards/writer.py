@@ -153,8 +153,13 @@ class ShardWriter:
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
         """Adds one encoded row (from `Features.encode_example`)."""
+        nbytes = row_nbytes(row) if nbytes is None else nbytes
+        if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
+            # Flush first, so a batch stays within batch_bytes unless it is one row, and
+            # a row larger than a shard gets a batch, and so a shard, of its own.
+            self._flush()
         self._rows.append(row)
-        self._rows_bytes += row_nbytes(row) if nbytes is None else nbytes
+        self._rows_bytes += nbytes
         if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
                 or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
             self._flush()

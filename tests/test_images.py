@@ -1,0 +1,222 @@
+"""Image encoding rules: what each kind of input becomes, and what is rejected."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from beam_shards import EncodeError, Features, Image, encode_example
+from beam_shards import images
+from beam_shards.decode import decode_column
+from beam_shards.features import Sequence
+
+from _support import jpeg, png
+
+FEATURES = Features({"image": Image()})
+
+
+def encode(value) -> bytes | None:
+    return encode_example({"image": value}, FEATURES)["image"]
+
+
+def open_bytes(data: bytes) -> PILImage.Image:
+    image = PILImage.open(io.BytesIO(data))
+    image.load()
+    return image
+
+
+def encoded_as(image: PILImage.Image, fmt: str, **params) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def pixels(seed: int, shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def sun_raster_rgb() -> bytes:
+    """A 2x2 RGB Sun raster: a format Pillow reads but cannot write."""
+    body = bytes([0, 0, 255, 0, 255, 0, 255, 0, 0, 10, 20, 30])  # BGR rows, 6 bytes each
+    return struct.pack(">8I", 0x59A66A95, 2, 2, 24, len(body), 1, 0, 0) + body
+
+
+# ---- bytes and paths are kept exactly --------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda: jpeg(3), lambda: png(4), lambda: png(5, mode="RGBA"),
+    lambda: encoded_as(PILImage.fromarray(pixels(1, (8, 8, 3))), "GIF"),
+    lambda: encoded_as(PILImage.fromarray(pixels(2, (8, 8, 3))), "WEBP"),
+    lambda: encoded_as(PILImage.fromarray(pixels(3, (8, 8, 3))), "BMP"),
+])
+def test_bytes_pass_through_unchanged(make):
+    data = make()
+    for value in (data, bytearray(data), memoryview(data), {"bytes": data, "path": None}):
+        assert encode(value) == data
+
+
+def test_a_path_is_read_as_is_so_jpeg_stays_jpeg(tmp_path):
+    data = jpeg(7, size=24, quality=35)
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(data)
+    for value in (str(path), path, {"path": str(path)}, {"bytes": None, "path": path}):
+        encoded = encode(value)
+        assert encoded == data
+        assert open_bytes(encoded).format == "JPEG"
+
+
+def test_a_path_with_a_misleading_extension_keeps_its_real_format(tmp_path):
+    path = tmp_path / "really_a_png.jpg"
+    path.write_bytes(png(1))
+    assert encode(str(path)) == png(1)
+
+
+# ---- PIL images keep their own format ----------------------------------------------------
+
+def test_pil_jpeg_is_saved_as_jpeg_with_its_own_tables():
+    ramp = np.add.outer(np.arange(32), np.arange(32)).astype(np.uint8) * 4
+    source = open_bytes(encoded_as(PILImage.fromarray(np.stack([ramp, ramp.T, 255 - ramp], axis=2)), "JPEG",
+                                   quality=60))
+    encoded = encode(source)
+    again = open_bytes(encoded)
+    assert again.format == "JPEG" and again.size == source.size and again.mode == source.mode
+    assert again.quantization == source.quantization
+    difference = np.abs(np.asarray(again, dtype=np.int16) - np.asarray(source, dtype=np.int16))
+    assert difference.mean() < 3
+
+
+@pytest.mark.parametrize("fmt", ["BMP", "TIFF", "WEBP"])
+def test_pil_image_keeps_a_format_it_was_read_in(fmt):
+    source = open_bytes(encoded_as(PILImage.fromarray(pixels(4, (10, 12, 3))), fmt))
+    again = open_bytes(encode(source))
+    assert again.format == fmt and again.size == source.size
+    if fmt != "WEBP":  # Pillow re-encodes WebP lossily
+        np.testing.assert_array_equal(np.asarray(again), np.asarray(source))
+
+
+@pytest.mark.parametrize("make, mode", [
+    (lambda: PILImage.fromarray(pixels(5, (6, 7, 3))), "RGB"),
+    (lambda: PILImage.new("L", (5, 4), 77), "L"),
+    (lambda: open_bytes(png(6, mode="RGBA")), "RGBA"),
+    (lambda: open_bytes(encoded_as(PILImage.fromarray(pixels(7, (8, 8, 4))), "WEBP", lossless=True)), "RGBA"),
+    (lambda: open_bytes(encoded_as(PILImage.fromarray(pixels(8, (8, 8, 3))), "GIF")), "P"),
+    (lambda: PILImage.fromarray(pixels(9, (8, 8, 3))).convert("P"), "P"),
+    (lambda: PILImage.new("LA", (3, 3), (10, 200)), "LA"),
+    (lambda: open_bytes(sun_raster_rgb()), "RGB"),
+])
+def test_pil_image_without_a_writable_format_or_with_alpha_or_palette_becomes_png(make, mode):
+    source = make()
+    assert source.mode == mode
+    again = open_bytes(encode(source))
+    assert again.format == "PNG" and again.mode == mode
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(source))
+
+
+# ---- numpy arrays become PNG ------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, mode", [((9, 11), "L"), ((9, 11, 1), "L"), ((9, 11, 3), "RGB"),
+                                         ((9, 11, 4), "RGBA")])
+def test_numpy_uint8_becomes_png_with_exact_pixels(shape, mode):
+    array = pixels(10, shape)
+    again = open_bytes(encode(array))
+    assert again.format == "PNG" and again.mode == mode and again.size == (11, 9)
+    np.testing.assert_array_equal(np.asarray(again), array.reshape(array.shape[:2] + array.shape[3:])
+                                  if array.ndim == 3 and array.shape[2] == 1 else array)
+
+
+def test_numpy_non_contiguous_view_is_encoded_as_seen():
+    array = pixels(11, (8, 8, 3))[::2, ::-1]
+    np.testing.assert_array_equal(np.asarray(open_bytes(encode(array))), array)
+
+
+@pytest.mark.parametrize("array, reason", [
+    (np.zeros((4, 4), dtype=np.uint16), "must be uint8, not uint16"),
+    (np.zeros((4, 4, 3), dtype=np.float32), "must be uint8, not float32"),
+    (np.zeros((4, 4, 3), dtype=np.int8), "must be uint8, not int8"),
+    (np.zeros((4, 4, 2), dtype=np.uint8), "not (4, 4, 2)"),
+    (np.zeros((4, 4, 5), dtype=np.uint8), "not (4, 4, 5)"),
+    (np.zeros((16,), dtype=np.uint8), "not (16,)"),
+    (np.zeros((2, 4, 4, 3), dtype=np.uint8), "not (2, 4, 4, 3)"),
+])
+def test_numpy_other_dtypes_and_shapes_are_rejected(array, reason):
+    with pytest.raises(EncodeError) as info:
+        encode_example({"image": array}, FEATURES, key="k")
+    assert reason in str(info.value) and info.value.field == "image" and info.value.feature == "Image()"
+
+
+# ---- None and bad input -----------------------------------------------------------------
+
+def test_none_is_null_unless_the_image_is_required():
+    assert encode(None) is None
+    with pytest.raises(EncodeError, match="nullable"):
+        encode_example({"image": None}, Features({"image": Image(nullable=False)}))
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b"", "empty bytes"),
+    (b"definitely not an image", "not an image"),
+    (jpeg(1)[:-300], "truncated JPEG"),
+    (png(1)[:-20], "truncated PNG"),
+    (encoded_as(PILImage.new("RGB", (4, 4)), "GIF")[:-1], "truncated GIF"),
+    (encoded_as(PILImage.new("RGB", (4, 4)), "WEBP")[:-10], "truncated WebP"),
+    ({"bytes": None, "path": None}, "neither bytes nor path"),
+    (12, "expected image bytes, a path"),
+    ([1, 2, 3], "expected image bytes"),
+])
+def test_bad_images_are_rejected_with_the_reason(value, reason):
+    with pytest.raises(EncodeError) as info:
+        encode_example({"image": value}, FEATURES, key=4)
+    assert reason in str(info.value) and info.value.example == 4 and info.value.field == "image"
+
+
+def test_a_missing_path_names_the_path(tmp_path):
+    missing = tmp_path / "gone.jpg"
+    with pytest.raises(EncodeError) as info:
+        encode_example({"image": str(missing)}, FEATURES, key="k")
+    assert str(missing) in str(info.value)
+
+
+def test_a_path_to_a_non_image_is_rejected(tmp_path):
+    path = tmp_path / "notes.jpg"
+    path.write_text("hello")
+    with pytest.raises(EncodeError, match="not an image"):
+        encode(pathlib.Path(path))
+
+
+def test_images_in_a_sequence_follow_the_same_rules():
+    row = encode_example({"frames": [jpeg(1), pixels(1, (4, 4)), None]}, Features({"frames": Sequence(Image())}))
+    assert row["frames"][0] == jpeg(1) and open_bytes(row["frames"][1]).format == "PNG" and row["frames"][2] is None
+
+
+# ---- sniffing and decoding --------------------------------------------------------------
+
+def test_sniff_format_names_formats():
+    assert images.sniff_format(jpeg(1)) == "JPEG"
+    assert images.sniff_format(png(1)) == "PNG"
+    assert images.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "GIF")) == "GIF"
+    assert images.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "BMP")) == "BMP"
+    assert images.sniff_format(jpeg(1) + b"\x00" * 100) == "JPEG"  # trailing camera data
+
+
+def test_decode_modes():
+    data = png(3, mode="RGBA")
+    as_pil = images.decode(data)
+    assert isinstance(as_pil, PILImage.Image) and as_pil.mode == "RGBA"
+    as_numpy = images.decode(data, "numpy")
+    assert as_numpy.shape == (16, 16, 4) and as_numpy.dtype == np.uint8
+    with pytest.raises(ValueError, match="'tensor'"):
+        images.decode(data, "tensor")
+
+
+def test_decode_column_keeps_nulls_in_every_mode():
+    import pyarrow as pa
+
+    column = pa.array([png(1), None], type=pa.large_binary())
+    assert decode_column(column, Image(), "bytes") == [png(1), None]
+    decoded = decode_column(column, Image(), "numpy")
+    assert decoded[0].shape == (16, 16, 3) and decoded[1] is None
