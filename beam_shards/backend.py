@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -263,29 +264,74 @@ def read_shard_batches(manifest: Manifest, shard_id: int) -> list[pa.RecordBatch
       CorruptCacheError: the shard is missing, truncated, not an Arrow file, or its
         schema or row count differ from the manifest.
     """
+    reader = open_shard(manifest, shard_id)
+    with unreadable_as_corrupt(manifest, shard_id):
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    check_shard_rows(manifest, shard_id, sum(b.num_rows for b in batches))
+    return batches
+
+
+def open_shard(manifest: Manifest, shard_id: int, *, columns: Sequence[str] | None = None,
+               stream: bool = False) -> pa.ipc.RecordBatchFileReader:
+    """Opens shard `shard_id` of a cache and checks its size and schema against the manifest.
+
+    Local shards are memory-mapped. Other schemes are read whole into memory or, with
+    `stream`, through a seekable `FileSystems` stream, so that only the footer and the
+    batches asked for are fetched. With `columns`, the reader's batches hold only those
+    columns (in schema order) and only their buffers are read.
+
+    Raises:
+      CorruptCacheError: the shard is missing, truncated, not an Arrow file, or its
+        schema differs from the manifest's.
+    """
     entry = manifest.shards[shard_id]
     path = manifest.shard_path(shard_id)
-    where = f"shard {shard_id} ({entry.path}) of the cache at {manifest.path}"
+    where = shard_where(manifest, shard_id)
     try:
-        source = pa.memory_map(fs.local_path(path)) if fs.is_local(path) else pa.BufferReader(fs.read_bytes(path))
+        if fs.is_local(path):
+            source = pa.memory_map(fs.local_path(path))
+        elif stream:
+            source = pa.PythonFile(fs.open_read(path), mode="r")
+        else:
+            source = pa.BufferReader(fs.read_bytes(path))
     except FileNotFoundError:
         raise CorruptCacheError(f"{where} is missing{_overwritten_hint(manifest)}") from None
     if source.size() != entry.num_bytes:
         raise CorruptCacheError(f"{where} has {source.size()} bytes, the manifest says {entry.num_bytes} "
                                 f"({'truncated' if source.size() < entry.num_bytes else 'altered'})")
-    try:
-        reader = pa.ipc.open_file(source)
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CorruptCacheError(f"{where} is not a readable Arrow IPC file: {error}") from None
     expected = manifest.features.arrow_schema()
+    with unreadable_as_corrupt(manifest, shard_id):
+        reader = pa.ipc.open_file(source)
     if not reader.schema.equals(expected, check_metadata=False):
         raise CorruptCacheError(f"{where} has schema {reader.schema.to_string(show_schema_metadata=False)!r}, "
                                 f"the manifest's features give {expected.to_string(show_schema_metadata=False)!r}")
-    rows = sum(b.num_rows for b in batches)
-    if rows != entry.num_rows:
-        raise CorruptCacheError(f"{where} holds {rows} rows, the manifest says {entry.num_rows}")
-    return batches
+    if columns is None:
+        return reader
+    # A second reader over the same source: its footer says which buffers the projection skips.
+    options = pa.ipc.IpcReadOptions(included_fields=[expected.get_field_index(name) for name in columns])
+    with unreadable_as_corrupt(manifest, shard_id):
+        return pa.ipc.open_file(source, options=options)
+
+
+def shard_where(manifest: Manifest, shard_id: int) -> str:
+    """How errors name a shard: its index, file name and cache."""
+    return f"shard {shard_id} ({manifest.shards[shard_id].path}) of the cache at {manifest.path}"
+
+
+@contextlib.contextmanager
+def unreadable_as_corrupt(manifest: Manifest, shard_id: int) -> Iterator[None]:
+    """Turns pyarrow's errors reading a shard into a CorruptCacheError naming the shard."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CorruptCacheError(f"{shard_where(manifest, shard_id)} is not a readable Arrow IPC file: {error}") from None
+
+
+def check_shard_rows(manifest: Manifest, shard_id: int, rows: int) -> None:
+    """Raises CorruptCacheError unless the shard's batches hold the rows its manifest entry says."""
+    expected = manifest.shards[shard_id].num_rows
+    if rows != expected:
+        raise CorruptCacheError(f"{shard_where(manifest, shard_id)} holds {rows} rows, the manifest says {expected}")
 
 
 def _overwritten_hint(manifest: Manifest) -> str:
