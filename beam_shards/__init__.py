@@ -36,6 +36,7 @@ def __getattr__(name: str):
 __all__ = [
     "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheNotFoundError", "ClassLabel",
     "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest",
-    "SchemaMismatchError", "Sequence", "ShardInfo", "ShardWriter", "ShardedDataset", "Value", "VerifyReport",
-    "Video", "WriteToArrowShards", "encode_example", "read_metadata", "verify", "write_shards",
+    "ReadAllFromArrowShards", "ReadFromArrowShards", "SchemaMismatchError", "Sequence", "ShardInfo", "ShardWriter",
+    "ShardedDataset", "Value", "VerifyReport", "Video", "WriteToArrowShards", "encode_example", "read_metadata",
+    "verify", "write_shards",
 ]
