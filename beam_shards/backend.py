@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import threading
 from collections import OrderedDict
@@ -214,7 +215,7 @@ class ArrowBackend:
 
     def _check_index(self, index: int) -> int:
         n = self.num_rows
-        index = int(index)
+        index = operator.index(index)
         if not -n <= index < n:
             raise IndexError(f"index {index} out of range for a cache of {n} rows")
         return index + n if index < 0 else index

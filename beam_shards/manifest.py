@@ -17,7 +17,7 @@ from typing import Any
 from beam_shards import fs
 from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FeatureError
 from beam_shards.features import Features
-from beam_shards.writer import ShardInfo
+from beam_shards.writer import COMPRESSIONS, ShardInfo
 
 FORMAT_NAME = "beam_shards"
 FORMAT_VERSION = 1
@@ -150,6 +150,10 @@ class Manifest:
         missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise CorruptCacheError(f"{where} lacks the field(s) {', '.join(missing)}")
+        if data["compression"] not in COMPRESSIONS:
+            raise CorruptCacheError(f"{where} has an unknown compression {data['compression']!r}")
+        if not isinstance(data["metadata"], dict) or not isinstance(data["writer"], dict):
+            raise CorruptCacheError(f"{where}: \"metadata\" and \"writer\" must be JSON objects")
         try:
             features = Features.from_dict(data["features"])
         except FeatureError as error:

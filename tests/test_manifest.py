@@ -1,0 +1,215 @@
+"""The manifest `_metadata.json`: its fields, and `read_metadata`'s errors on a bad cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pyarrow
+import pytest
+
+from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value,
+                         read_metadata, write_shards)
+from beam_shards.manifest import (FORMAT_VERSION, MANIFEST_NAME, new_write_id, shard_file_name, staging_dir,
+                                  write_id_of_shard)
+
+from _support import FEATURES, example
+
+
+@pytest.fixture
+def cache(tmp_path):
+    path = str(tmp_path / "cache")
+    write_shards((example(i) for i in range(40)), path, FEATURES, max_rows_per_shard=15, batch_size=5,
+                 metadata={"source": "unit test", "n": 40})
+    return path
+
+
+def manifest_file(path: str) -> str:
+    return os.path.join(path, MANIFEST_NAME)
+
+
+def load(path: str) -> dict:
+    with open(manifest_file(path)) as handle:
+        return json.load(handle)
+
+
+def save(path: str, data: dict) -> None:
+    with open(manifest_file(path), "w") as handle:
+        json.dump(data, handle)
+
+
+def edit(path: str, change) -> None:
+    data = load(path)
+    change(data)
+    save(path, data)
+
+
+def corrupt_error(path: str) -> str:
+    with pytest.raises(CorruptCacheError) as info:
+        read_metadata(path)
+    return str(info.value)
+
+
+def test_manifest_holds_every_field_of_format_version_1(cache):
+    data = load(cache)
+    assert data["format"] == "beam_shards" and data["format_version"] == 1
+    assert Features.from_dict(data["features"]) == FEATURES
+    assert data["schema_fingerprint"] == FEATURES.fingerprint()
+    assert data["num_rows"] == 40 and data["compression"] is None
+    assert [s["num_rows"] for s in data["shards"]] == [15, 15, 10]
+    for shard in data["shards"]:
+        assert set(shard) == {"file", "num_rows", "num_bytes", "checksum"}
+        assert shard["num_bytes"] == os.path.getsize(os.path.join(cache, shard["file"]))
+        assert re.fullmatch(r"crc32:[0-9a-f]{8}", shard["checksum"])
+        assert write_id_of_shard(shard["file"]) == data["write_id"]
+    assert data["writer"]["pyarrow"] == pyarrow.__version__
+    assert data["writer"]["package"].startswith("beam_shards ")
+    assert "apache_beam" in data["writer"] and "python" in data["writer"]
+    assert data["metadata"] == {"source": "unit test", "n": 40}
+    assert data["num_bytes"] == sum(s["num_bytes"] for s in data["shards"])
+
+
+def test_read_metadata_returns_what_was_written(cache):
+    manifest = read_metadata(cache)
+    data = load(cache)
+    assert isinstance(manifest, Manifest)
+    assert manifest.path == cache and manifest.write_id == data["write_id"]
+    assert manifest.features == FEATURES and manifest.num_rows == 40 and manifest.num_shards == 3
+    assert manifest.num_bytes == data["num_bytes"] and manifest.metadata == data["metadata"]
+    assert manifest.shard_path(2) == os.path.join(cache, data["shards"][2]["file"])
+    assert Manifest.from_dict(json.loads(manifest.to_json()), cache) == manifest
+    assert "num_rows=40" in repr(manifest) and cache in repr(manifest)
+
+
+def test_no_cache_is_a_clear_not_found_error(tmp_path):
+    with pytest.raises(CacheNotFoundError) as info:
+        read_metadata(str(tmp_path / "nothing"))
+    assert str(tmp_path / "nothing") in str(info.value) and MANIFEST_NAME in str(info.value)
+    assert isinstance(info.value, FileNotFoundError)
+
+
+def test_not_found_mentions_a_write_left_in_staging(tmp_path):
+    path = str(tmp_path / "cache")
+    os.makedirs(staging_dir(path, new_write_id()))
+    with pytest.raises(CacheNotFoundError, match="gc"):
+        read_metadata(path)
+
+
+def test_manifest_that_is_not_json(cache):
+    with open(manifest_file(cache), "w") as handle:
+        handle.write("{ not json")
+    assert "not valid JSON" in corrupt_error(cache)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(format="parquet"), "not a beam_shards manifest"),
+    (lambda d: d.pop("format"), "not a beam_shards manifest"),
+    (lambda d: d.update(format_version=2), "format version 2; this beam_shards reads version 1 (upgrade"),
+    (lambda d: d.update(format_version="1"), "format version '1'"),
+    (lambda d: d.pop("format_version"), "format version None"),
+])
+def test_unknown_format_or_version(cache, change, message):
+    edit(cache, change)
+    assert message in corrupt_error(cache)
+
+
+@pytest.mark.parametrize("field", ["write_id", "features", "schema_fingerprint", "num_rows", "shards",
+                                   "compression", "writer", "metadata"])
+def test_each_required_field(cache, field):
+    edit(cache, lambda d: d.pop(field))
+    assert f"lacks the field(s) {field}" in corrupt_error(cache)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(compression="gzip"), "unknown compression 'gzip'"),
+    (lambda d: d.update(metadata=[1]), "must be JSON objects"),
+    (lambda d: d.update(writer="me"), "must be JSON objects"),
+])
+def test_fields_of_the_wrong_kind(cache, change, message):
+    edit(cache, change)
+    assert message in corrupt_error(cache)
+
+
+def test_edited_fingerprint(cache):
+    edit(cache, lambda d: d.update(schema_fingerprint="0" * 64))
+    assert "fingerprint" in corrupt_error(cache) and "edited" in corrupt_error(cache)
+
+
+def test_edited_features_no_longer_match_the_fingerprint(cache):
+    edit(cache, lambda d: d["features"]["id"].update(dtype="int32"))
+    assert "does not match its features" in corrupt_error(cache)
+
+
+def test_invalid_features(cache):
+    edit(cache, lambda d: d["features"]["id"].update(dtype="int128"))
+    assert "invalid features" in corrupt_error(cache) and "int128" in corrupt_error(cache)
+
+
+def test_edited_row_count(cache):
+    edit(cache, lambda d: d.update(num_rows=41))
+    assert "num_rows=41 but its shards hold 40 rows" in corrupt_error(cache)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["shards"][1].pop("checksum"), "shard 1 lacks 'checksum'"),
+    (lambda d: d["shards"][0].update(file="../elsewhere.arrow"), "invalid file name '../elsewhere.arrow'"),
+    (lambda d: d["shards"][0].update(file="sub/dir.arrow"), "invalid file name"),
+    (lambda d: d["shards"][2].update(num_bytes=-5), "invalid rows, bytes or checksum"),
+    (lambda d: d["shards"][2].update(num_rows="10"), "invalid rows, bytes or checksum"),
+    (lambda d: d["shards"].__setitem__(1, dict(d["shards"][0])), "more than once"),
+    (lambda d: d.update(shards={"a": 1}), "\"shards\" must be a list"),
+    (lambda d: d["shards"].__setitem__(0, "shard.arrow"), "shard 0 lacks"),
+])
+def test_bad_shard_entries(cache, change, message):
+    edit(cache, change)
+    assert message in corrupt_error(cache)
+
+
+def test_missing_shard(cache):
+    missing = load(cache)["shards"][1]["file"]
+    os.remove(os.path.join(cache, missing))
+    message = corrupt_error(cache)
+    assert f"shard {missing} is missing" in message and cache in message
+    with pytest.raises(CorruptCacheError, match="missing"):
+        ArrowBackend.open(cache)
+    assert read_metadata(cache, check_files=False).num_shards == 3
+
+
+def test_truncated_shard(cache):
+    name = load(cache)["shards"][0]["file"]
+    path = os.path.join(cache, name)
+    size = os.path.getsize(path)
+    os.truncate(path, size - 100)
+    message = corrupt_error(cache)
+    assert f"shard {name} has {size - 100} bytes, the manifest says {size} (truncated)" in message
+    with pytest.raises(CorruptCacheError, match="truncated"):
+        ArrowBackend.open(cache)
+
+
+def test_every_damaged_shard_is_named(cache):
+    names = [s["file"] for s in load(cache)["shards"]]
+    os.remove(os.path.join(cache, names[0]))
+    with open(os.path.join(cache, names[2]), "ab") as handle:
+        handle.write(b"extra")
+    message = corrupt_error(cache)
+    assert f"{names[0]} is missing" in message and f"{names[2]} has" in message and "(altered)" in message
+
+
+def test_file_names_and_write_ids():
+    write_id = new_write_id()
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", write_id)
+    assert new_write_id() != write_id
+    name = shard_file_name(write_id, 3, 12)
+    assert name == f"shard-{write_id}-00003-of-00012.arrow"
+    assert write_id_of_shard(name) == write_id
+    assert write_id_of_shard("shard-x-00001-of-00002.arrow") is None
+    assert write_id_of_shard(MANIFEST_NAME) is None
+    assert staging_dir("/data/c", write_id) == f"/data/c/_staging/{write_id}"
+
+
+def test_features_with_no_cache_files_still_validate(tmp_path):
+    path = str(tmp_path / "empty")
+    write_shards([], path, Features({"x": Value("int8")}))
+    manifest = read_metadata(path)
+    assert manifest.num_rows == 0 and manifest.shards == () and load(path)["format_version"] == FORMAT_VERSION
