@@ -209,7 +209,6 @@ class ShardWriter:
         self.paths.append(self._path)
         self._stream = _ChecksumStream(self._raw)
         self._ipc = pa.ipc.new_file(self._stream, self._schema, options=self._options)
-        self._shard_rows = self._shard_batches = 0
 
     def _close_shard(self) -> None:
         if self._ipc is None:
@@ -218,3 +217,4 @@ class ShardWriter:
         self._raw.close()
         self.shards.append(ShardInfo(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
         self._raw = self._stream = self._ipc = None
+        self._shard_rows = self._shard_batches = 0

@@ -12,6 +12,7 @@ from PIL import Image as PILImage
 
 from beam_shards import (Array, ArrowBackend, ClassLabel, FeatureError, Features, Image, Sequence, ShardedDataset,
                          Value, write_shards)
+from beam_shards.decode import decode_column
 
 from _support import jpeg
 
@@ -200,3 +201,18 @@ def test_nullable_arrays_decode_to_none(tmp_path):
     first, second = ShardedDataset(path)[[0, 1]]
     assert first["a"] is None and first["v"].tolist() == [1, 2] and first["s"] is None
     assert second["a"].tolist() == [1.0, 2.0] and second["v"] is None and second["s"][0].tolist() == [1, 2]
+
+
+def within(array: np.ndarray, buffer: pa.Buffer) -> bool:
+    return buffer.address <= array.ctypes.data and array.ctypes.data + array.nbytes <= buffer.address + buffer.size
+
+
+def test_arrays_decode_as_views_of_arrow_memory(cache):
+    table = ArrowBackend.open(cache).slice(10, 3)  # one batch of a memory-mapped shard
+    fixed = table.column("grid").chunk(0)
+    rows = decode_column(fixed, FEATURES["grid"])
+    assert all(within(r, fixed.values.buffers()[1]) and not r.flags.writeable for r in rows)
+    ragged = table.column("boxes").chunk(0)
+    rows = decode_column(ragged, FEATURES["boxes"])
+    assert [r.shape for r in rows] == [(2, 4), (3, 4), (0, 4)]
+    assert all(within(r, ragged.values.values.buffers()[1]) for r in rows if r.size)
