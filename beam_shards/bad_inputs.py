@@ -1,0 +1,45 @@
+"""The bad-inputs list: the inputs a conversion pipeline skipped (`--skip_bad`).
+
+It lives beside the cache as `<path>/_bad_inputs.jsonl`, one JSON object per line:
+`{"write_id": ..., "input": "data.csv, line 7", "error": "..."}`. It is written after
+the cache is published, atomically, and removed by a later write that skipped nothing,
+so it always describes the published version (its `write_id` says which one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from beam_shards import fs
+
+BAD_INPUTS_NAME = "_bad_inputs.jsonl"
+
+
+def bad_inputs_path(path: str) -> str:
+    return fs.join(path, BAD_INPUTS_NAME)
+
+
+def write_bad_inputs(path: str, write_id: str, records: list[dict[str, Any]]) -> None:
+    """Replaces the list beside the cache at `path`; removes it when `records` is empty.
+
+    Args:
+      path: the cache folder.
+      write_id: the write that skipped these inputs.
+      records: dicts with "input" (what was skipped) and "error" (why).
+    """
+    target = bad_inputs_path(path)
+    if not records:
+        fs.delete([target])
+        return
+    lines = [json.dumps({"write_id": write_id, **record}, ensure_ascii=False) + "\n" for record in records]
+    fs.write_bytes_atomic(target, "".join(lines).encode("utf-8"), temp_suffix=write_id)
+
+
+def read_bad_inputs(path: str) -> list[dict[str, Any]]:
+    """The records of the list beside the cache at `path` (empty when there is none)."""
+    source = bad_inputs_path(path)
+    if not fs.exists(source):
+        return []
+    data = fs.read_bytes(source)
+    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]

@@ -1,0 +1,400 @@
+"""`beam-shards`: look at, check and clean a cache from the shell.
+
+    beam-shards info PATH                     what the cache holds, and the count per class
+    beam-shards verify PATH                   check every shard against the manifest
+    beam-shards head PATH [-n 5] [--columns image label]
+    beam-shards show PATH --out grid.png [-n 64]
+    beam-shards gc PATH [--dry-run]           remove what killed writes left behind
+
+Exit status: 0 when all is well, 1 when the cache has a problem, 2 for a usage error
+or a path that is not a cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beam_shards import fs
+from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
+from beam_shards.errors import BeamShardsError, CacheNotFoundError, CorruptCacheError
+from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Video
+from beam_shards.manifest import Manifest, read_metadata
+
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+CAPTION_HEIGHT = 14
+
+
+class UsageError(BeamShardsError):
+    """A command cannot do what it was asked on this cache (exit status 2)."""
+
+
+def human_size(num_bytes: float) -> str:
+    """`num_bytes` in decimal units: 512 B, 2.1 kB, 14.2 MB, 1.3 GB."""
+    if abs(num_bytes) < 1000:
+        return f"{num_bytes:,.0f} B"
+    for unit in ("kB", "MB", "GB"):
+        num_bytes /= 1000
+        if abs(num_bytes) < 1000:
+            return f"{num_bytes:,.1f} {unit}"
+    return f"{num_bytes / 1000:,.1f} TB"
+
+
+# info -----------------------------------------------------------------------------
+
+def _label_feature(feature: Feature) -> ClassLabel | None:
+    if isinstance(feature, SequenceFeature):
+        feature = feature.feature
+    return feature if isinstance(feature, ClassLabel) else None
+
+
+def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of one shard holding only `columns`: other columns are not read."""
+    path = manifest.shard_path(shard_id)
+    indices = [list(manifest.features).index(name) for name in columns]
+    source = pa.memory_map(fs.local_path(path)) if fs.is_local(path) else pa.PythonFile(fs.open_read(path), mode="r")
+    try:
+        reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=indices))
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise CorruptCacheError(f"shard {manifest.shards[shard_id].path} cannot be read ({error}); "
+                                "run `beam-shards verify` for details") from None
+    finally:
+        source.close()
+
+
+def class_counts(manifest: Manifest) -> dict[str, np.ndarray]:
+    """For each ClassLabel column (or Sequence of one), the number of values per class id.
+
+    Only the label columns are read, batch by batch. The array has one more entry than
+    there are classes: the last counts nulls.
+    """
+    labels = {name: feature for name, f in manifest.features.items() if (feature := _label_feature(f))}
+    counts = {name: np.zeros(feature.num_classes + 1, dtype=np.int64) for name, feature in labels.items()}
+    if not labels:
+        return counts
+    for shard_id in range(manifest.num_shards):
+        for batch in _column_batches(manifest, shard_id, list(labels)):
+            for name, feature in labels.items():
+                column = batch.column(name)
+                if isinstance(manifest.features[name], SequenceFeature):
+                    column = column.flatten()
+                counts[name][-1] += column.null_count
+                ids = column.drop_null().to_numpy()
+                counts[name][:-1] += np.bincount(ids, minlength=feature.num_classes)[:feature.num_classes]
+    return counts
+
+
+def _info(args: argparse.Namespace) -> int:
+    manifest = read_metadata(args.path)
+    rows = manifest.num_rows
+    per_row = f", {human_size(manifest.num_bytes / rows)} per row" if rows else ""
+    writer = manifest.writer.get("package", "?") + "".join(
+        f", {key} {manifest.writer[key]}" for key in ("pyarrow", "apache_beam", "python") if key in manifest.writer)
+    lines = [
+        f"cache        {manifest.path}",
+        f"rows         {rows:,}",
+        f"shards       {manifest.num_shards:,} ({human_size(manifest.num_bytes)} on disk{per_row})",
+        f"compression  {manifest.compression or 'none'}",
+        f"write id     {manifest.write_id}" + (f" (published {manifest.created})" if manifest.created else ""),
+        f"written by   {writer}",
+    ]
+    if manifest.metadata:
+        lines.append(f"metadata     {json.dumps(manifest.metadata, ensure_ascii=False)}")
+    width = max(len(name) for name in manifest.features) if manifest.features else 0
+    lines.append("features")
+    lines += [f"  {name:<{width}}  {feature!r}" for name, feature in manifest.features.items()]
+    for name, counts in class_counts(manifest).items():
+        feature = _label_feature(manifest.features[name])
+        lines.append(f"{name}: count per class")
+        names = [feature.int2str(i) for i in range(feature.num_classes)]
+        name_width = max(len(n) for n in names)
+        total = max(int(counts.sum()), 1)
+        lines += [f"  {n:<{name_width}}  {c:>10,}  {100 * c / total:5.1f}%" for n, c in zip(names, counts[:-1].tolist())]
+        if counts[-1]:
+            lines.append(f"  {'(null)':<{name_width}}  {int(counts[-1]):>10,}")
+    skipped = read_bad_inputs(args.path)
+    if skipped:
+        stale = {record.get("write_id") for record in skipped} != {manifest.write_id}
+        lines.append(f"bad inputs   {len(skipped):,} skipped, listed in {bad_inputs_path(args.path)}"
+                     + (" (by another write than the published one)" if stale else ""))
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+# verify ---------------------------------------------------------------------------
+
+def _verify(args: argparse.Namespace) -> int:
+    from beam_shards.progress import Progress
+    from beam_shards.verify import verify
+
+    meter = Progress(f"verify {args.path}", unit="shards", enabled=True if args.progress else None)
+
+    def on_shard(done: int, total: int) -> None:
+        meter.update(extra=f"{done:,}/{total:,} ({100 * done / total:.0f}%)")
+
+    report = verify(args.path, on_shard=on_shard)
+    meter.finish()
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    manifest = report.manifest
+    if report.ok:
+        print(f"OK: {report.shards_checked:,} shard(s), {manifest.num_rows:,} rows, "
+              f"{human_size(manifest.num_bytes)} match the manifest")
+        return EXIT_OK
+    print(f"FAILED: {len(report.problems)} problem(s) in the cache at {args.path}")
+    return EXIT_PROBLEM
+
+
+# head -----------------------------------------------------------------------------
+
+def describe_image(data: bytes) -> str:
+    """Format, size and mode of encoded image bytes, read from the header only."""
+    from PIL import Image as PILImage, UnidentifiedImageError
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            return f"{image.format} {image.width}x{image.height} {image.mode}, {human_size(len(data))}"
+    except (UnidentifiedImageError, OSError):
+        return f"unreadable image, {human_size(len(data))}"
+
+
+def format_value(value: Any, feature: Feature, limit: int = 80) -> str:
+    """A short, readable form of one decoded value (images as format and size)."""
+    if value is None:
+        return "None"
+    if isinstance(feature, Image):
+        return describe_image(value)
+    if isinstance(feature, Video):
+        return f"video, {human_size(len(value))}"
+    if isinstance(feature, ClassLabel):
+        return f"{value} ({feature.int2str(value)})" if 0 <= value < feature.num_classes else f"{value} (out of range)"
+    if isinstance(feature, Array):
+        text = np.array2string(np.asarray(value), threshold=8, edgeitems=3, precision=4, separator=", ")
+        return f"{value.dtype}{list(value.shape)} {' '.join(text.split())}"
+    if isinstance(feature, SequenceFeature):
+        items = [format_value(item, feature.feature, limit=40) for item in value[:6]]
+        more = f", ... ({len(value)} items)" if len(value) > 6 else ""
+        return "[" + ", ".join(items) + more + "]"
+    if isinstance(value, bytes):
+        return f"{len(value):,} bytes"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _columns(values: Sequence[str] | None) -> list[str] | None:
+    return [name for value in values for name in value.split(",") if name] if values else None
+
+
+def _open_dataset(path: str, columns: list[str] | None):
+    from beam_shards.dataset import ShardedDataset
+
+    try:
+        return ShardedDataset(path, columns=columns, image_mode="bytes")
+    except KeyError as error:
+        raise UsageError(error.args[0]) from None
+
+
+def _head(args: argparse.Namespace) -> int:
+    dataset = _open_dataset(args.path, _columns(args.columns))
+    features = dataset.features
+    count = min(args.n, len(dataset))
+    rows = dataset.__getitems__(list(range(count)))
+    for index, row in enumerate(rows):
+        width = max(len(name) for name in row) if row else 0
+        print(f"row {index}")
+        for name, value in row.items():
+            print(f"  {name:<{width}}  {format_value(value, features[name])}")
+    print(f"({count:,} of {len(dataset):,} rows)")
+    return EXIT_OK
+
+
+# show -----------------------------------------------------------------------------
+
+def sheet_size(count: int, tile: int, columns: int | None = None) -> tuple[int, int]:
+    """The (width, height) in pixels of a contact sheet of `count` images: `columns`
+    cells across (about a square by default), each `tile` pixels wide and `tile +
+    CAPTION_HEIGHT` high."""
+    across = columns or max(1, math.ceil(math.sqrt(count)))
+    down = max(1, math.ceil(count / across))
+    return across * tile, down * (tile + CAPTION_HEIGHT)
+
+
+def contact_sheet(images: Sequence[bytes | None], captions: Sequence[str], tile: int = 128,
+                  columns: int | None = None):
+    """A PIL image with each encoded image as a thumbnail above its caption."""
+    from PIL import Image as PILImage, ImageDraw, ImageFont
+
+    across = columns or max(1, math.ceil(math.sqrt(len(images))))
+    sheet = PILImage.new("RGB", sheet_size(len(images), tile, columns), (24, 24, 24))
+    draw = ImageDraw.Draw(sheet)
+    font = ImageFont.load_default()
+    for position, (data, caption) in enumerate(zip(images, captions)):
+        left, top = (position % across) * tile, (position // across) * (tile + CAPTION_HEIGHT)
+        thumbnail = _thumbnail(data, tile - 4)
+        if thumbnail is not None:
+            sheet.paste(thumbnail, (left + (tile - thumbnail.width) // 2, top + (tile - thumbnail.height) // 2),
+                        thumbnail)
+        else:
+            draw.line((left + 4, top + 4, left + tile - 5, top + tile - 5), fill=(200, 40, 40), width=2)
+            draw.line((left + 4, top + tile - 5, left + tile - 5, top + 4), fill=(200, 40, 40), width=2)
+            caption = f"{caption} ({'no image' if data is None else 'unreadable'})"
+        while caption and draw.textlength(caption, font=font) > tile - 4:
+            caption = caption[:-1]
+        draw.text((left + 2, top + tile + 1), caption, fill=(230, 230, 230), font=font)
+    return sheet
+
+
+def _thumbnail(data: bytes | None, size: int):
+    """Encoded image bytes decoded and scaled to fit size x size (RGBA), None if they do not decode."""
+    from PIL import Image as PILImage, ImageOps
+
+    if data is None:
+        return None
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            return ImageOps.contain(image.convert("RGBA"), (size, size))
+    except Exception:  # noqa: BLE001 - Pillow raises many kinds; a bad image is drawn as a cross, not a crash
+        return None
+
+
+def _show(args: argparse.Namespace) -> int:
+    manifest = read_metadata(args.path)
+    features = manifest.features
+    images = [name for name, feature in features.items() if isinstance(feature, Image)]
+    image_column = args.image or (images[0] if images else None)
+    if image_column is None or not isinstance(features.get(image_column), Image):
+        raise UsageError(f"the cache at {args.path} has no Image column{' ' + repr(args.image) if args.image else ''}"
+                         f" (its columns: {', '.join(features)})")
+    labels = [name for name, feature in features.items() if isinstance(feature, ClassLabel)]
+    label_column = args.label or (labels[0] if labels else None)
+    if label_column is not None and label_column not in features:
+        raise UsageError(f"the cache at {args.path} has no column {label_column!r} (its columns: {', '.join(features)})")
+    dataset = _open_dataset(args.path, [image_column] + ([label_column] if label_column else []))
+    count = min(args.n, len(dataset))
+    if count == 0:
+        raise UsageError(f"the cache at {args.path} has no rows to show")
+    # A seeded sample: the same sheet each time, and no aliasing with periodic row orders.
+    indices = np.sort(np.random.default_rng(0).choice(len(dataset), size=count, replace=False))
+    rows = dataset.__getitems__(indices)
+    captions = [f"{index}" + (f" {_caption(row[label_column], features[label_column])}" if label_column else "")
+                for index, row in zip(indices.tolist(), rows)]
+    sheet = contact_sheet([row[image_column] for row in rows], captions, args.tile, args.columns)
+    sheet.save(args.out, format="PNG")
+    print(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
+    return EXIT_OK
+
+
+def _caption(value: Any, feature: Feature) -> str:
+    if isinstance(feature, ClassLabel) and value is not None and 0 <= value < feature.num_classes:
+        return feature.int2str(value)
+    return str(value)
+
+
+# gc -------------------------------------------------------------------------------
+
+def _gc(args: argparse.Namespace) -> int:
+    from beam_shards.gc import collect_garbage, find_garbage
+
+    garbage = find_garbage(args.path)
+    if not garbage.published:
+        print(f"no cache is published at {args.path}; these are files of writes that never finished")
+    for name, size in sorted(garbage.files.items()):
+        print(f"  {name}  ({human_size(size)})")
+    total = f"{len(garbage.files):,} file(s), {human_size(garbage.num_bytes)}"
+    if args.dry_run:
+        print(f"dry run: would remove {total}" if garbage.files else f"nothing to remove in {args.path}")
+        return EXIT_OK
+    collect_garbage(garbage)
+    print(f"removed {total}" if garbage.files else f"nothing to remove in {args.path}")
+    return EXIT_OK
+
+
+# command line ---------------------------------------------------------------------
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number; got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="beam-shards", description="Look at, check and clean a beam_shards cache (a folder with _metadata.json).",
+        epilog="PATH may be local or any scheme Beam's FileSystems knows (gs://, s3://).")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+
+    info = commands.add_parser("info", help="rows, shards, size, features, writer versions and count per class",
+                               description="Show what the cache at PATH holds: rows, shards, size on disk, features, "
+                                           "compression, writer versions, and the count per class of every "
+                                           "ClassLabel column (read from that column alone).")
+    info.set_defaults(run=_info)
+
+    verify = commands.add_parser("verify", help="check every shard against the manifest; exit 1 on any problem",
+                                 description="Check every shard of the cache at PATH against its manifest: present, "
+                                             "size, checksum, readable, schema and row count. Prints every problem; "
+                                             "the exit status is 0 only when there is none.")
+    verify.add_argument("--progress", action="store_true",
+                        help="print progress lines even when stderr is not a terminal")
+    verify.set_defaults(run=_verify)
+
+    head = commands.add_parser("head", help="print the first rows, decoded",
+                               description="Print the first rows of the cache at PATH; images are shown as their "
+                                           "format, size and mode.")
+    head.add_argument("-n", type=positive_int, default=5, help="how many rows (default 5)")
+    head.add_argument("--columns", nargs="+", metavar="NAME", help="only these columns (default: all)")
+    head.set_defaults(run=_head)
+
+    show = commands.add_parser("show", help="write a contact sheet of images with their labels (PNG)",
+                               description="Write a PNG contact sheet of N images sampled from the cache at "
+                                           "PATH (the same sample each time), each captioned with its row and label. Each cell is TILE pixels "
+                                           f"wide and TILE+{CAPTION_HEIGHT} high.")
+    show.add_argument("--out", required=True, help="the PNG file to write")
+    show.add_argument("-n", type=positive_int, default=64, help="how many images (default 64)")
+    show.add_argument("--image", metavar="COLUMN", help="the Image column (default: the first)")
+    show.add_argument("--label", metavar="COLUMN", help="the column to caption with (default: the first ClassLabel)")
+    show.add_argument("--tile", type=positive_int, default=128, help="cell width in pixels (default 128)")
+    show.add_argument("--columns", type=positive_int, help="cells across (default: about a square)")
+    show.set_defaults(run=_show)
+
+    gc = commands.add_parser("gc", help="remove what killed writes left behind",
+                             description="Remove what killed writes left in PATH: staging folders, temporary "
+                                         "manifests and shard files no manifest lists. The published cache, its "
+                                         "lock and its bad-inputs list are never touched. Run it when no write to "
+                                         "PATH is running.")
+    gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    gc.set_defaults(run=_gc)
+
+    for command in (info, verify, head, show, gc):
+        command.add_argument("path", metavar="PATH", help="the cache folder")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs `beam-shards` with `argv` (the process arguments by default); returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (CacheNotFoundError, UsageError) as error:
+        print(f"beam-shards: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except BeamShardsError as error:
+        print(f"beam-shards: {error}", file=sys.stderr)
+        return EXIT_PROBLEM
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
