@@ -1,0 +1,7 @@
+"""Runnable conversion pipelines: `python -m pipelines.NAME --help`.
+
+- `demo`: draws a sample image-classification dataset (no input needed).
+- `image_folder`: one sub-folder per class, as ImageNet is laid out.
+- `jsonl`, `csv`: one row per example, image paths relative to the manifest file.
+- `parquet`: re-shards Parquet files, such as Hugging Face hub exports.
+"""

@@ -1,0 +1,240 @@
+"""What every conversion pipeline shares: its flags, the runner default, checking
+examples before the sink (skipping bad ones with `--skip_bad`), and the final report.
+
+A pipeline module builds an argument parser with `make_parser`, reads its flags with
+`parse_args` (every flag it does not know goes to Beam's `PipelineOptions`), turns
+its input into `(where, example)` pairs, and hands them to `write_cache`. `where`
+names the input ("data.csv, line 7"), so every error says which file and row it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from beam_shards import fs
+from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
+from beam_shards.cli import human_size, positive_int
+from beam_shards.errors import BeamShardsError, EncodeError, FeatureError
+from beam_shards.features import Features
+from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.sink import METRICS_NAMESPACE, WriteToArrowShards
+from beam_shards.writer import COMPRESSIONS, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+
+DEFAULT_RUNNER = "FnApiRunner"
+_BAD = "bad"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_RUNNER_HELP = """\
+Every other flag goes to Beam's PipelineOptions. Without --runner the pipeline runs
+locally on the FnApiRunner (add --direct_num_workers=N --direct_running_mode=multi_processing
+to use N processes). The same command runs on Dataflow or Flink with their flags, e.g.
+  --runner=DataflowRunner --project=PROJECT --region=REGION --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
+  --runner=FlinkRunner --flink_master=HOST:PORT --environment_type=LOOPBACK
+"""
+
+
+class BadInputError(BeamShardsError, ValueError):
+    """An input that cannot become an example: unreadable, malformed or incomplete."""
+
+
+class Malformed:
+    """Stands for an example in the `(where, example)` stream when its input could not be parsed.
+
+    Readers yield it instead of raising, so `write_cache` decides in one place whether
+    a bad input fails the pipeline or is skipped.
+
+    Args:
+      reason: what is wrong with the input, for a person.
+    """
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Malformed({self.reason!r})"
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a human-readable size: `64MB` (10**6), `1GiB` (2**30), `512KiB`, `1000`.
+
+    Raises:
+      ValueError: not a positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.
+    """
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size; write it like 64MB, 1.5GB or 512MiB")
+    size = round(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size < 1:
+        raise ValueError(f"size {text!r} must be at least one byte")
+    return size
+
+
+def _size_flag(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m pipelines.{name}", description=description, epilog=_RUNNER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    output_help = "the cache folder to write (local, gs://, s3://...)"
+    if default_output is None:
+        parser.add_argument("--output", required=True, help=output_help)
+    else:
+        parser.add_argument("--output", default=default_output, help=f"{output_help}; default {default_output}")
+    parser.add_argument("--shard_size", type=_size_flag, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
+                        help="target size of a shard on disk, like 64MB or 1GiB (default 128MiB)")
+    parser.add_argument("--batch_size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="ROWS",
+                        help=f"rows per Arrow record batch at most (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument("--compression", choices=[str(c).lower() for c in COMPRESSIONS], default="none",
+                        help="shard compression; none (the default) lets readers memory-map shards with no copy")
+    parser.add_argument("--skip_bad", action="store_true",
+                        help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
+                             "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace,
+                                                                                     PipelineOptions]:
+    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default)."""
+    args, beam_args = parser.parse_known_args(argv)
+    args.compression = None if args.compression == "none" else args.compression
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        # Beam's own default, the DirectRunner, would start (and may download) Prism.
+        standard.runner = DEFAULT_RUNNER
+    return args, options
+
+
+def load_features(parser: argparse.ArgumentParser, path: str) -> Features:
+    """The features in a JSON file (as `Features.to_dict` writes); exits with a message if invalid."""
+    try:
+        return Features.from_json(fs.read_bytes(path).decode("utf-8"))
+    except FileNotFoundError:
+        parser.error(f"--features: {path} does not exist")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, FeatureError) as error:
+        parser.error(f"--features: {path} is not a valid features file ({error}); "
+                     "write it with json.dump(features.to_dict(), file)")
+
+
+def input_uri(path: str) -> str:
+    """A path or pattern workers can use: local paths made absolute, URIs as they are."""
+    return os.path.abspath(path) if fs.is_local(path) else path
+
+
+class _EncodeFn(beam.DoFn):
+    """Encodes each `(where, example)`; a bad one fails the pipeline, or goes to the bad output."""
+
+    def __init__(self, features: Features, skip_bad: bool):
+        self._features = features
+        self._skip_bad = skip_bad
+        self._bad = Metrics.counter(METRICS_NAMESPACE, "bad_inputs")
+
+    def process(self, element: tuple[str, Any]):
+        where, example = element
+        try:
+            if isinstance(example, Malformed):
+                raise BadInputError(f"{where}: {example.reason}")
+            row = self._features.encode_example(example, where)
+        except (BadInputError, EncodeError) as error:
+            if not self._skip_bad:
+                # One message argument, so Beam's re-raise (which rebuilds the exception
+                # from args[0]) keeps it readable.
+                raise BadInputError(str(error)) from None
+            self._bad.inc()
+            yield TaggedOutput(_BAD, {"input": where, "error": str(error)})
+            return
+        yield where, row
+
+
+def _record_bad_inputs(records: list[dict[str, Any]], path: str, manifest: Manifest) -> None:
+    write_bad_inputs(path, manifest.write_id, sorted(records, key=lambda record: record["input"]))
+
+
+def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features,
+                metadata: dict[str, Any]) -> beam.PCollection:
+    """Checks `(where, example)` pairs against `features` and writes the cache at `args.output`.
+
+    Each example is fully read and encoded before the sink sees it, so the published
+    cache never holds part of one. Skipped inputs are listed beside the cache once it
+    is published. Returns the PCollection holding the published `Manifest`.
+    """
+    checked = examples | "Encode" >> beam.ParDo(_EncodeFn(features, args.skip_bad)).with_outputs(_BAD, main="rows")
+    manifest = checked.rows | "WriteToArrowShards" >> WriteToArrowShards(
+        args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
+        compression=args.compression, metadata=metadata)
+    _ = (checked[_BAD]
+         | "CollectBadInputs" >> beam.combiners.ToList()
+         | "ListBadInputs" >> beam.Map(_record_bad_inputs, args.output, AsSingleton(manifest)))
+    return manifest
+
+
+def run_pipeline(options: PipelineOptions, build: Callable[[beam.Pipeline], Any], output: str) -> Manifest:
+    """Runs the pipeline `build` makes and returns the manifest it published at `output`."""
+    with beam.Pipeline(options=options) as pipeline:
+        build(pipeline)
+    return read_metadata(output, check_files=False)
+
+
+def report(manifest: Manifest) -> str:
+    """What a pipeline prints when done: where the cache is and how to open it."""
+    path = manifest.path
+    lines = [f"Wrote {manifest.num_rows:,} rows in {manifest.num_shards} shard(s), "
+             f"{human_size(manifest.num_bytes)}, to {path}"]
+    skipped = read_bad_inputs(path)
+    if skipped:
+        lines.append(f"Skipped {len(skipped)} bad input(s), listed in {bad_inputs_path(path)}")
+    lines += [
+        "Look at it:",
+        f"  beam-shards info {path}",
+        f"  beam-shards show {path} --out grid.png",
+        "Read it in Python:",
+        "  from beam_shards import ShardedDataset",
+        f"  ds = ShardedDataset({path!r}); print(len(ds), ds[0])",
+    ]
+    return "\n".join(lines)
+
+
+def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | None = None) -> int:
+    """Runs a pipeline's `run(argv)` for the command line: a report, or a short error."""
+    try:
+        manifest = run(argv)
+    except BeamShardsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if isinstance(error, BadInputError):
+            print("(add --skip_bad to skip bad inputs and list them beside the cache)", file=sys.stderr)
+        return 1
+    print(report(manifest))
+    return 0
+
+
+def run_script(module_name: str) -> None:
+    """`python -m pipelines.NAME`: runs that module's `run` with the process arguments, then exits.
+
+    The module is imported by its name rather than used as `__main__`, so the
+    functions Beam pickles are referenced by a name workers can import too.
+    """
+    module = importlib.import_module(module_name)
+    raise SystemExit(main(module.run))

@@ -1,0 +1,54 @@
+"""JSON Lines manifests into a cache: one JSON object per line, one example per object.
+
+    {"image": "images/0001.jpg", "label": "cat", "caption": "a cat", "boxes": [1, 2, 3, 4]}
+
+Image paths are relative to the manifest file (or absolute, or URIs). Features come
+from `--features features.json` or are inferred from the first rows; see
+`python -m pipelines.jsonl --help`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
+
+from beam_shards.features import Features
+from beam_shards.manifest import Manifest
+from pipelines import common, tabular
+
+
+def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
+    """`(line number, object or Malformed)` for each non-blank line of a JSONL stream."""
+    for line_number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except UnicodeDecodeError as error:
+            yield line_number, common.Malformed(f"is not UTF-8 text (byte {error.start})")
+            continue
+        except json.JSONDecodeError as error:
+            yield line_number, common.Malformed(f"is not valid JSON ({error.msg} at column {error.colno})")
+            continue
+        if not isinstance(row, dict):
+            yield line_number, common.Malformed(f"is a JSON {type(row).__name__}, not an object")
+            continue
+        yield line_number, row
+
+
+def to_example(row: dict[str, Any], features: Features) -> dict[str, Any]:
+    return row
+
+
+FORMAT = tabular.TabularFormat("jsonl", read_rows, to_example)
+
+
+def run(argv: Sequence[str] | None = None) -> Manifest:
+    """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+    return tabular.run(FORMAT, "Convert JSON Lines manifests (one example per line) into a cache.",
+                       "data/train.jsonl", argv)
+
+
+if __name__ == "__main__":
+    common.run_script(__spec__.name)

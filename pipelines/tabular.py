@@ -1,0 +1,224 @@
+"""What the `jsonl` and `csv` pipelines share: one row per example in manifest files.
+
+A row holds an image column with a path (relative to the manifest file, absolute, or a
+URI) and other scalar or list columns. Features are given as a JSON file or inferred
+from the first rows; `--label_column` makes one column a ClassLabel whose classes are
+read from every row. Manifest files are read whole by one worker each (they hold
+paths, not images); the rows are then spread out, so images are read in parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import posixpath
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO
+
+import apache_beam as beam
+
+from beam_shards import fs
+from beam_shards.errors import FeatureError
+from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value, Video
+from beam_shards.manifest import Manifest
+from pipelines import common
+
+# A format reads (line number, raw row or Malformed) from a file, and turns a raw row
+# into an example for given features (raising ValueError).
+ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
+ToExample = Callable[[Any, Features], dict[str, Any]]
+
+
+class TabularFormat:
+    """How one manifest format is read: `jsonl` and `csv` each make one.
+
+    Args:
+      name: the pipeline name, as in `python -m pipelines.NAME`.
+      read_rows: yields `(line number, raw row)` from a binary stream; a raw row that
+        cannot be parsed is a `common.Malformed`.
+      to_example: a raw row and the features to the example dict; raises ValueError
+        naming the column when a value cannot be read.
+      infer_value: a raw value to the Python value inference looks at.
+    """
+
+    def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample,
+                 infer_value: Callable[[Any], Any] = lambda value: value):
+        self.name = name
+        self.read_rows = read_rows
+        self.to_example = to_example
+        self.infer_value = infer_value
+
+    def __repr__(self) -> str:
+        return f"TabularFormat({self.name!r})"
+
+
+def resolve_paths(value: Any, feature: Feature, base: str) -> Any:
+    """Image and video paths in `value` made relative to the folder `base` (URIs and
+    absolute paths kept); other values unchanged."""
+    if isinstance(feature, (Image, Video)):
+        if isinstance(value, str):
+            return _resolve(value, base)
+        if isinstance(value, dict) and value.get("bytes") is None and isinstance(value.get("path"), str):
+            return {**value, "path": _resolve(value["path"], base)}
+    if isinstance(feature, SequenceFeature) and isinstance(value, list):
+        return [resolve_paths(item, feature.feature, base) for item in value]
+    return value
+
+
+def _resolve(path: str, base: str) -> str:
+    if "://" in path or os.path.isabs(path) or not path:
+        return path
+    return fs.join(base, path)
+
+
+def parent(path: str) -> str:
+    """The folder of a file path or URI."""
+    return os.path.dirname(path) if fs.is_local(path) else posixpath.dirname(path)
+
+
+def _scalar_feature(column: str, values: list[Any]) -> Feature:
+    kinds = {type(value) for value in values}
+    if kinds == {bool}:
+        return Value("bool")
+    if kinds == {int}:
+        return Value("int64")
+    if kinds <= {int, float} and float in kinds:
+        return Value("float64")
+    if kinds == {str}:
+        return Value("string")
+    names = ", ".join(sorted(kind.__name__ for kind in kinds))
+    raise FeatureError(f"column {column!r} holds {names} values: cannot infer one type for it; "
+                       "declare its feature in a --features file")
+
+
+def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str],
+                   label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
+    """Features for manifest rows: images for `image_columns`, a ClassLabel for
+    `label_column` (classes from `label_values`), and types inferred for the rest.
+
+    Raises:
+      FeatureError: no rows, a column missing, empty, mixed or nested beyond a list.
+    """
+    if not rows:
+        raise FeatureError("the manifest has no rows to infer features from; give --features")
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    for name in list(image_columns) + ([label_column] if label_column else []):
+        if name not in columns:
+            raise FeatureError(f"column {name!r} is not in the manifest (its columns: {', '.join(columns)})")
+    features: dict[str, Feature] = {}
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        present = [value for value in values if value is not None]
+        nullable = len(present) < len(values)
+        if column in image_columns:
+            features[column] = Image(nullable=nullable)
+        elif column == label_column:
+            features[column] = _class_label(column, label_values, nullable)
+        elif not present:
+            raise FeatureError(f"column {column!r} is empty in the first {len(rows)} rows: "
+                               "cannot infer its type; declare it in a --features file")
+        elif all(isinstance(value, list) for value in present):
+            items = [item for value in present for item in value]
+            if any(item is None or isinstance(item, (list, dict)) for item in items):
+                raise FeatureError(f"column {column!r} holds lists of lists, objects or nulls; "
+                                   "declare its feature in a --features file")
+            item = _scalar_feature(column, items) if items else Value("float64")
+            features[column] = SequenceFeature(item, nullable=nullable)
+        elif any(isinstance(value, (list, dict)) for value in present):
+            raise FeatureError(f"column {column!r} holds objects or a mix of lists and scalars; "
+                               "declare its feature in a --features file")
+        else:
+            scalar = _scalar_feature(column, present)
+            features[column] = Value(scalar.dtype, nullable=nullable)
+    return Features(features)
+
+
+def _class_label(column: str, values: Iterable[Any], nullable: bool) -> ClassLabel:
+    present = {value for value in values if value is not None}
+    if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
+        if min(present) < 0:
+            raise FeatureError(f"label column {column!r} holds a negative class id {min(present)}")
+        return ClassLabel(num_classes=max(present) + 1, nullable=nullable)
+    if not present or not all(isinstance(value, str) for value in present):
+        raise FeatureError(f"label column {column!r} must hold class names (strings) or class ids (ints)")
+    return ClassLabel(names=sorted(present), nullable=nullable)
+
+
+def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
+    parser.add_argument("--input", required=True, metavar="PATTERN",
+                        help=f"the manifest file, or a glob pattern of several (local, gs://...), like {example_file}")
+    parser.add_argument("--features", metavar="FILE",
+                        help="a JSON file of the features (as Features.to_dict() gives); inferred when left out")
+    parser.add_argument("--image_column", action="append", metavar="NAME",
+                        help="a column of image paths (default: image); repeat it for several")
+    parser.add_argument("--label_column", metavar="NAME",
+                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
+    parser.add_argument("--infer_rows", type=common.positive_int, default=100, metavar="N",
+                        help="how many rows type inference looks at (default 100)")
+
+
+class _ReadManifestFn(beam.DoFn):
+    """Reads one manifest file into `(where, example or Malformed)` pairs."""
+
+    def __init__(self, tabular: TabularFormat, features: Features):
+        self._format = tabular
+        self._features = features
+
+    def process(self, path: str) -> Iterator[tuple[str, Any]]:
+        base = parent(path)
+        with fs.open_read(path) as handle:
+            for line, raw in self._format.read_rows(handle):
+                where = f"{path}, line {line}"
+                if isinstance(raw, common.Malformed):
+                    yield where, raw
+                    continue
+                try:
+                    example = self._format.to_example(raw, self._features)
+                except ValueError as error:
+                    yield where, common.Malformed(str(error))
+                    continue
+                yield where, {name: resolve_paths(value, self._features[name], base) if name in self._features
+                              else value for name, value in example.items()}
+
+
+def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
+    """The rows of the manifest files that parse, with values as inference sees them."""
+    for path in files:
+        with fs.open_read(path) as handle:
+            for _, raw in tabular.read_rows(handle):
+                if not isinstance(raw, common.Malformed):
+                    yield {name: tabular.infer_value(value) for name, value in raw.items()}
+
+
+def run(tabular: TabularFormat, description: str, example_file: str, argv: Sequence[str] | None) -> Manifest:
+    """Runs the manifest pipeline of `tabular` with command-line flags `argv`."""
+    parser = common.make_parser(tabular.name, description)
+    add_flags(parser, example_file)
+    args, options = common.parse_args(parser, argv)
+    pattern = common.input_uri(args.input)
+    files = sorted(fs.list_files([pattern]))
+    if not files:
+        parser.error(f"--input: no file matches {args.input}")
+    if args.features:
+        if args.label_column:
+            parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
+        features = common.load_features(parser, args.features)
+    else:
+        image_columns = args.image_column or ["image"]
+        try:
+            labels = [row.get(args.label_column) for row in _parsed_rows(tabular, files)] if args.label_column else []
+            first = list(itertools.islice(_parsed_rows(tabular, files), args.infer_rows))
+            features = infer_features(first, image_columns=image_columns, label_column=args.label_column,
+                                      label_values=labels)
+        except FeatureError as error:
+            parser.error(f"cannot infer the features of {files[0]}: {error}")
+
+    def build(pipeline: beam.Pipeline) -> None:
+        examples = (pipeline
+                    | "Manifests" >> beam.Create(files)
+                    | "ReadRows" >> beam.ParDo(_ReadManifestFn(tabular, features))
+                    | "Spread" >> beam.Reshuffle())
+        common.write_cache(examples, args, features, {"pipeline": tabular.name, "input": args.input})
+
+    return common.run_pipeline(options, build, args.output)

@@ -1,0 +1,501 @@
+"""The conversion pipelines end to end on small inputs made here, and their flags and errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloudOptions, StandardOptions
+
+from _support import jpeg, options, png
+from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
+from beam_shards.bad_inputs import BAD_INPUTS_NAME, read_bad_inputs
+from beam_shards.errors import FeatureError
+from beam_shards.manifest import MANIFEST_NAME
+from pipelines import common, demo, image_folder, jsonl, parquet, tabular
+from pipelines import csv as csv_pipeline
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ODD_NAME = "Ünïcödé name ø 1.jpg"
+
+
+def rows_by(path: str, key: str) -> dict:
+    return {row[key]: row for row in ShardedDataset(path, image_mode="bytes")}
+
+
+def label_names(path: str, column: str = "label") -> list[str]:
+    return read_metadata(path).features[column].names
+
+
+# --- flags shared by every pipeline ----------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("64MB", 64_000_000), ("1GiB", 2**30), ("512kib", 512 * 1024), ("1.5GB", 1_500_000_000),
+    ("1000", 1000), (" 2 MiB ", 2 * 2**20), ("10B", 10),
+])
+def test_parse_size(text, expected):
+    assert common.parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "MB", "64 XB", "-1MB", "0", "1e3", "0.1B"])
+def test_parse_size_rejects(text):
+    with pytest.raises(ValueError, match="size"):
+        common.parse_size(text)
+
+
+def test_unknown_flags_go_to_beam_and_the_default_runner_is_fnapi():
+    parser = common.make_parser("x", "test")
+    args, beam_options = common.parse_args(parser, ["--output", "out", "--shard_size", "1GiB", "--compression", "zstd"])
+    assert (args.output, args.shard_size, args.compression) == ("out", 2**30, "zstd")
+    assert beam_options.view_as(StandardOptions).runner == "FnApiRunner"
+
+    args, beam_options = common.parse_args(parser, [
+        "--output", "gs://bucket/cache", "--runner", "DataflowRunner", "--project", "proj", "--region", "europe-west4",
+        "--temp_location", "gs://bucket/tmp", "--setup_file", "./setup.py"])
+    assert args.compression is None
+    cloud = beam_options.view_as(GoogleCloudOptions)
+    assert (beam_options.view_as(StandardOptions).runner, cloud.project, cloud.region) == (
+        "DataflowRunner", "proj", "europe-west4")
+
+    _, beam_options = common.parse_args(parser, ["--output", "o", "--runner=FlinkRunner", "--flink_master=host:8081"])
+    assert beam_options.view_as(FlinkRunnerOptions).flink_master == "host:8081"
+
+
+@pytest.mark.parametrize("flag", [["--shard_size", "lots"], ["--batch_size", "0"], ["--compression", "gzip"]])
+def test_bad_flag_values_exit_with_usage(flag, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo.run(["--output", "o"] + flag)
+    assert exit_info.value.code == 2
+    assert flag[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", [demo, image_folder, jsonl, csv_pipeline, parquet])
+def test_every_pipeline_has_help(module, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        module.run(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--output", "--shard_size", "--batch_size", "--compression", "--skip_bad", "DataflowRunner",
+                 "FlinkRunner"):
+        assert flag in text
+
+
+def test_csv_module_runs_as_a_script_without_hiding_stdlib_csv():
+    result = subprocess.run([sys.executable, "-m", "pipelines.csv", "--help"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "python -m pipelines.csv" in result.stdout
+
+
+# --- demo -------------------------------------------------------------------------------
+
+def test_demo_examples_are_real_images_and_deterministic():
+    from PIL import Image as PILImage
+
+    formats = set()
+    for index in range(12):
+        example = demo.make_example(index, image_size=32)
+        assert _arrays_equal(example, demo.make_example(index, image_size=32))
+        with PILImage.open(io.BytesIO(example["image"])) as image:
+            image.load()
+            formats.add(image.format)
+            assert image.size == (32, 32)
+        demo.FEATURES.encode_example(example)
+        assert 0 <= example["bbox"].min() and example["bbox"].max() <= 1
+    assert formats == {"JPEG", "PNG"}
+
+
+def _arrays_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k]
+                                        for k in a)
+
+
+def test_demo_writes_a_cache(tmp_path, capsys):
+    out = str(tmp_path / "demo")
+    assert common.main(demo.run, ["--output", out, "--num_examples", "300", "--shard_size", "40KB", "--image_size", "32"]) == 0
+    printed = capsys.readouterr().out
+    assert out in printed and "beam-shards info" in printed and "ShardedDataset" in printed
+    manifest = read_metadata(out)
+    assert manifest.num_rows == 300 and manifest.num_shards > 1
+    assert manifest.metadata["pipeline"] == "demo"
+    dataset = ShardedDataset(out)
+    rows = list(dataset)
+    assert sorted(row["id"] for row in rows) == list(range(300))
+    assert {row["image"].format for row in rows} == {"JPEG", "PNG"}
+    assert set(row["label"] for row in rows) == set(range(len(demo.SHAPES)))
+    assert all(row["image"].size == (32, 32) for row in rows[:5])
+
+
+def test_demo_with_several_workers(tmp_path):
+    out = str(tmp_path / "demo")
+    demo.run(["--output", out, "--num_examples", "600", "--image_size", "16",
+              "--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+    assert read_metadata(out).num_rows == 600
+
+
+# --- image_folder -----------------------------------------------------------------------
+
+@pytest.fixture
+def image_tree(tmp_path):
+    """An ImageNet-style folder: relative path -> file bytes of every image it should hold."""
+    root = tmp_path / "images root"
+    files = {
+        "cat/a.jpg": jpeg(1),
+        "cat/nested/deeper/b.PNG": png(2),
+        f"dog/{ODD_NAME}": jpeg(3),
+        "dog/c.png": png(4, mode="RGBA"),
+        "zebra/only.jpeg": jpeg(5, size=24),
+    }
+    for relative, data in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_bytes(data)
+    (root / "README.txt").write_text("not a class")
+    (root / "dog" / "notes.txt").write_text("not an image")
+    (root / ".cache").mkdir()
+    (root / ".cache" / "x.jpg").write_bytes(jpeg(6))
+    return root, files
+
+
+def test_image_folder_end_to_end(image_tree, tmp_path):
+    root, files = image_tree
+    out = str(tmp_path / "out")
+    manifest = image_folder.run(["--input", str(root), "--output", out, "--shard_size", "3KB", "--batch_size", "1"])
+    assert manifest.num_rows == len(files) and manifest.num_shards > 1
+    assert label_names(out) == ["cat", "dog", "zebra"]
+    rows = rows_by(out, "path")
+    assert set(rows) == set(files)
+    for relative, data in files.items():
+        assert rows[relative]["image"] == data
+        assert label_names(out)[rows[relative]["label"]] == relative.split("/")[0]
+
+
+def test_image_folder_bad_image_fails_naming_the_file(image_tree, tmp_path):
+    root, _ = image_tree
+    (root / "dog" / "broken file.jpg").write_bytes(b"\xff\xd8\xff not really a jpeg")
+    out = tmp_path / "out"
+    with pytest.raises(common.BadInputError, match="broken file.jpg"):
+        image_folder.run(["--input", str(root), "--output", str(out)])
+    assert not (out / MANIFEST_NAME).exists()
+
+
+def test_image_folder_skip_bad_skips_and_lists(image_tree, tmp_path):
+    root, files = image_tree
+    (root / "cat" / "truncated.png").write_bytes(png(7)[:-20])
+    out = str(tmp_path / "out")
+    manifest = image_folder.run(["--input", str(root), "--output", out, "--skip_bad"])
+    assert manifest.num_rows == len(files)
+    assert set(rows_by(out, "path")) == set(files)
+    bad = read_bad_inputs(out)
+    assert [os.path.basename(record["input"]) for record in bad] == ["truncated.png"]
+    assert "truncated PNG" in bad[0]["error"] and bad[0]["write_id"] == manifest.write_id
+
+    # A later write that skips nothing removes the list, so it never describes another version.
+    (root / "cat" / "truncated.png").unlink()
+    image_folder.run(["--input", str(root), "--output", out, "--skip_bad"])
+    assert not os.path.exists(os.path.join(out, BAD_INPUTS_NAME))
+
+
+def test_image_folder_missing_root_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        image_folder.run(["--input", str(tmp_path / "nope"), "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_relative_image_path_rules():
+    extensions = frozenset({".jpg", ".png"})
+    assert image_folder.relative_image_path("/r/cat/x/y.JPG", "/r/", extensions) == "cat/x/y.JPG"
+    assert image_folder.relative_image_path("/r/top.jpg", "/r/", extensions) is None
+    assert image_folder.relative_image_path("/r/cat/.x.jpg", "/r/", extensions) is None
+    assert image_folder.relative_image_path("/r/cat/x.txt", "/r/", extensions) is None
+    assert image_folder.relative_image_path("/other/cat/x.jpg", "/r/", extensions) is None
+
+
+# --- jsonl and csv ----------------------------------------------------------------------
+
+@pytest.fixture
+def manifest_dir(tmp_path):
+    """A folder with images in sub-folders, one outside it, and the bytes of each by name."""
+    data = tmp_path / "data"
+    (data / "imgs" / "sub dir").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    images = {
+        "a": ("imgs/a.jpg", jpeg(11)),
+        "b": (f"imgs/sub dir/{ODD_NAME}", jpeg(12)),
+        "c": ("imgs/c.png", png(13)),
+        "d": ("../elsewhere/d.png", png(14, mode="L")),
+    }
+    for relative, payload in images.values():
+        (data / relative).write_bytes(payload)
+    absolute = str(tmp_path / "elsewhere" / "e.jpg")
+    (tmp_path / "elsewhere" / "e.jpg").write_bytes(jpeg(15))
+    images["e"] = (absolute, jpeg(15))
+    return data, images
+
+
+def _jsonl_rows(images):
+    labels = {"a": "cat", "b": "dog", "c": "cat", "d": "bird", "e": "dog"}
+    return [{"image": path, "label": labels[key], "caption": f"caption {key}, with a comma", "score": i + 0.5,
+             "count": i, "tags": [key, "x"] if i % 2 else [], "box": [i, i + 1.5, 2, 3]}
+            for i, (key, (path, _)) in enumerate(images.items())]
+
+
+def test_jsonl_end_to_end_with_inferred_features(manifest_dir, tmp_path):
+    data, images = manifest_dir
+    rows = _jsonl_rows(images)
+    (data / "train.jsonl").write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n\n",
+                                      encoding="utf-8")
+    out = str(tmp_path / "out")
+    manifest = jsonl.run(["--input", str(data / "train.jsonl"), "--output", out, "--label_column", "label"])
+    assert manifest.features == Features({
+        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]), "caption": Value("string"),
+        "score": Value("float64"), "count": Value("int64"), "tags": Sequence(Value("string")),
+        "box": Sequence(Value("float64")),
+    })
+    got = rows_by(out, "caption")
+    assert len(got) == len(rows)
+    for row, key in zip(rows, images):
+        stored = got[row["caption"]]
+        assert stored["image"] == images[key][1]
+        assert label_names(out)[stored["label"]] == row["label"]
+        assert (stored["tags"], stored["box"], stored["count"]) == (row["tags"], row["box"], row["count"])
+
+
+def test_jsonl_with_a_features_file(manifest_dir, tmp_path):
+    data, images = manifest_dir
+    rows = _jsonl_rows(images)
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    features = Features({
+        "image": Image(), "label": ClassLabel(names=["cat", "dog", "bird", "fish"]), "caption": Value("string"),
+        "score": Value("float32"), "count": Value("int16"), "tags": Sequence(Value("string")),
+        "box": Array((4,), "float32"),
+    })
+    (tmp_path / "features.json").write_text(json.dumps(features.to_dict()))
+    out = str(tmp_path / "out")
+    manifest = jsonl.run(["--input", str(data / "*.jsonl"), "--output", out, "--features",
+                          str(tmp_path / "features.json")])
+    assert manifest.features == features
+    got = rows_by(out, "caption")
+    for row in rows:
+        np.testing.assert_array_equal(got[row["caption"]]["box"], np.array(row["box"], dtype=np.float32))
+        assert got[row["caption"]]["label"] == features["label"].str2int(row["label"])
+
+
+@pytest.mark.parametrize("bad_line, expected", [
+    ('{"image": "imgs/a.jpg", "label": "cat", "score": 1.0}', "missing field"),
+    ('{"image": "imgs/nope.jpg", "label": "cat", "caption": "x", "score": 1.0}', "nope.jpg"),
+    ('{"image": "imgs/a.jpg", "label": "cat", "caption": "x", "score": 1.0', "not valid JSON"),
+    ('{"image": "imgs/a.jpg", "label": "horse", "caption": "x", "score": 1.0}', "unknown class name"),
+])
+def test_jsonl_bad_row_fails_naming_file_and_line(manifest_dir, tmp_path, bad_line, expected):
+    data, _ = manifest_dir
+    good = json.dumps({"image": "imgs/a.jpg", "label": "cat", "caption": "fine", "score": 2.5})
+    (data / "train.jsonl").write_text("\n".join([good, good, bad_line, good]) + "\n")
+    features = Features({"image": Image(), "label": ClassLabel(names=["cat", "dog"]), "caption": Value("string"),
+                         "score": Value("float64")})
+    (tmp_path / "features.json").write_text(json.dumps(features.to_dict()))
+    out = tmp_path / "out"
+    with pytest.raises(common.BadInputError) as error:
+        jsonl.run(["--input", str(data / "train.jsonl"), "--output", str(out), "--features",
+                   str(tmp_path / "features.json")])
+    assert f"train.jsonl, line 3" in str(error.value) and expected in str(error.value)
+    assert not (out / MANIFEST_NAME).exists()
+
+
+def test_pipeline_main_prints_a_short_error_for_bad_input(manifest_dir, tmp_path, capsys):
+    data, _ = manifest_dir
+    (data / "train.jsonl").write_text(json.dumps({"image": "imgs/missing.jpg", "caption": "x"}) + "\n")
+    assert common.main(jsonl.run, ["--input", str(data / "train.jsonl"), "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "missing.jpg" in err and "train.jsonl, line 1" in err and "--skip_bad" in err
+    assert "Traceback" not in err
+
+
+CSV_TEXT = """\ufeffimage,label,caption,score,tags
+imgs/a.jpg,cat,"a cat, sitting",1.5,"[""x"", ""y""]"
+"imgs/sub dir/{odd}",dog,a dog,2,[]
+imgs/c.png,cat,"two
+lines",,"[""z""]"
+../elsewhere/d.png,bird,a bird,4.25,[]
+"""
+
+
+def test_csv_end_to_end(manifest_dir, tmp_path):
+    data, images = manifest_dir
+    (data / "train.csv").write_text(CSV_TEXT.format(odd=ODD_NAME), encoding="utf-8")
+    out = str(tmp_path / "out")
+    manifest = csv_pipeline.run(["--input", str(data / "train.csv"), "--output", out, "--label_column", "label",
+                                 "--compression", "zstd"])
+    assert manifest.compression == "zstd"
+    assert manifest.features == Features({
+        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]), "caption": Value("string"),
+        "score": Value("float64", nullable=True), "tags": Sequence(Value("string")),
+    })
+    got = rows_by(out, "caption")
+    assert set(got) == {"a cat, sitting", "a dog", "two\nlines", "a bird"}
+    assert got["a cat, sitting"]["image"] == images["a"][1] and got["a cat, sitting"]["tags"] == ["x", "y"]
+    assert got["a dog"]["image"] == images["b"][1] and got["a dog"]["score"] == 2.0
+    assert got["two\nlines"]["score"] is None and got["two\nlines"]["image"] == images["c"][1]
+    assert got["a bird"]["image"] == images["d"][1]
+    assert [label_names(out)[got[c]["label"]] for c in ("a cat, sitting", "a dog", "a bird")] == ["cat", "dog", "bird"]
+
+
+def test_csv_bad_rows_fail_or_are_skipped(manifest_dir, tmp_path):
+    data, images = manifest_dir
+    text = ("image,label,caption\n"
+            "imgs/a.jpg,cat,good one\n"
+            "imgs/c.png,cat\n"                 # line 3: a column missing
+            "imgs/none.png,dog,no such file\n"  # line 4
+            "imgs/c.png,dog,good two\n")
+    (data / "train.csv").write_text(text)
+    out = str(tmp_path / "out")
+    flags = ["--input", str(data / "train.csv"), "--output", out, "--label_column", "label"]
+    with pytest.raises(common.BadInputError, match=r"train\.csv, line (3: has 2 fields|4: .*none\.png)"):
+        csv_pipeline.run(flags)
+
+    manifest = csv_pipeline.run(flags + ["--skip_bad"])
+    assert manifest.num_rows == 2
+    assert set(rows_by(out, "caption")) == {"good one", "good two"}
+    bad = {record["input"].rsplit(", ", 1)[1]: record["error"] for record in read_bad_inputs(out)}
+    assert set(bad) == {"line 3", "line 4"}
+    assert "has 2 fields, the header has 3" in bad["line 3"] and "none.png" in bad["line 4"]
+
+
+def test_csv_cell_values():
+    assert csv_pipeline.cell_value("7", Value("int16"), "n") == 7
+    assert csv_pipeline.cell_value("yes", Value("bool"), "b") is True
+    assert csv_pipeline.cell_value("", Value("float32", nullable=True), "x") is None
+    assert csv_pipeline.cell_value("[1, 2]", Array((2,), "int64"), "a") == [1, 2]
+    assert csv_pipeline.cell_value("3", ClassLabel(names=["a", "b", "c", "d"]), "label") == 3
+    assert csv_pipeline.cell_value("3", ClassLabel(names=["1", "3"]), "label") == "3"
+    with pytest.raises(ValueError, match="column 'n'.*'seven' as int16"):
+        csv_pipeline.cell_value("seven", Value("int16"), "n")
+    with pytest.raises(ValueError, match="JSON list"):
+        csv_pipeline.cell_value("1,2", Sequence(Value("int64")), "s")
+
+
+def test_inference_errors_name_the_column():
+    with pytest.raises(FeatureError, match="'x' holds int, str"):
+        tabular.infer_features([{"image": "a", "x": 1}, {"image": "b", "x": "one"}], image_columns=["image"])
+    with pytest.raises(FeatureError, match="'x' is empty"):
+        tabular.infer_features([{"image": "a", "x": None}], image_columns=["image"])
+    with pytest.raises(FeatureError, match="'picture' is not in the manifest"):
+        tabular.infer_features([{"image": "a"}], image_columns=["picture"])
+    features = tabular.infer_features([{"image": "a", "label": 2}, {"image": None, "label": 0}],
+                                      image_columns=["image"], label_column="label", label_values=[2, 0, 4])
+    assert features == Features({"image": Image(nullable=True), "label": ClassLabel(num_classes=5)})
+
+
+def test_uninferable_manifest_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "m.jsonl").write_text(json.dumps({"image": "a.jpg", "meta": {"nested": 1}}) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        jsonl.run(["--input", str(tmp_path / "m.jsonl"), "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "'meta'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        jsonl.run(["--input", str(tmp_path / "nothing*.jsonl"), "--output", str(tmp_path / "out")])
+    assert "no file matches" in capsys.readouterr().err
+
+
+# --- parquet ----------------------------------------------------------------------------
+
+def _hf_metadata(names: list[str]) -> dict:
+    features = {"image": {"_type": "Image"}, "label": {"_type": "ClassLabel", "names": names},
+                "text": {"dtype": "string", "_type": "Value"}}
+    return {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
+
+
+def test_parquet_with_hugging_face_image_structs(tmp_path):
+    folder = tmp_path / "export"
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / ODD_NAME).write_bytes(jpeg(40))
+    count = 9
+    payloads = [png(30 + i) if i % 2 else jpeg(30 + i) for i in range(count)]
+    payloads[4] = None  # stored by path, relative to the Parquet file
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({
+        "image": pa.array([{"bytes": data, "path": f"img{i}.jpg" if data else f"files/{ODD_NAME}"}
+                           for i, data in enumerate(payloads)], type=image_type),
+        "label": pa.array([i % 3 for i in range(count)], pa.int64()),
+        "text": [f"row {i}" for i in range(count)],
+        "extra": pa.array([[1.0, 2.0]] * count, pa.list_(pa.float32(), 2)),
+    }).replace_schema_metadata(_hf_metadata(["ant", "bee", "cow"]))
+    pq.write_table(table, folder / "train-00000.parquet", row_group_size=4)
+    pq.write_table(table.slice(0, 2), folder / "train-00001.parquet")
+    out = str(tmp_path / "out")
+    manifest = parquet.run(["--input", str(folder / "train-*.parquet"), "--output", out])
+    assert manifest.num_rows == count + 2
+    assert manifest.features["image"] == Image()
+    assert manifest.features["label"] == ClassLabel(names=["ant", "bee", "cow"], nullable=True)
+    assert manifest.features["extra"] == Array((2,), "float32", nullable=True)
+    got = [row for row in ShardedDataset(out, image_mode="bytes")]
+    by_text: dict[str, list] = {}
+    for row in got:
+        by_text.setdefault(row["text"], []).append(row)
+    for i in range(count):
+        (row, *_) = by_text[f"row {i}"]
+        assert row["image"] == (payloads[i] if payloads[i] else jpeg(40))
+        assert row["label"] == i % 3
+    assert len(by_text["row 0"]) == 2
+
+    columns_only = str(tmp_path / "narrow")
+    narrow = parquet.run(["--input", str(folder / "train-00001.parquet"), "--output", columns_only,
+                          "--columns", "image", "label"])
+    assert list(narrow.features) == ["image", "label"]
+
+
+def test_parquet_bad_image_names_file_and_row(tmp_path):
+    table = pa.table({"image": pa.array([{"bytes": jpeg(1), "path": None}, {"bytes": b"junk", "path": None}]),
+                      "n": [1, 2]})
+    pq.write_table(table, tmp_path / "part.parquet")
+    with pytest.raises(common.BadInputError, match=r"part\.parquet, row 1"):
+        parquet.run(["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out")])
+    manifest = parquet.run(["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out"),
+                            "--skip_bad"])
+    assert manifest.num_rows == 1
+
+
+def test_parquet_features_from_arrow_types():
+    schema = pa.schema([
+        pa.field("img", pa.struct([("bytes", pa.large_binary()), ("path", pa.string())])),
+        pa.field("id", pa.int32(), nullable=False),
+        pa.field("score", pa.float32(), nullable=False),
+        pa.field("words", pa.list_(pa.string()), nullable=False),
+        pa.field("vec", pa.list_(pa.float64(), 3), nullable=False),
+        pa.field("flag", pa.bool_()),
+        pa.field("cat", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+    ])
+    assert parquet.infer_features(schema) == Features({
+        "img": Image(), "id": Value("int32"), "score": Value("float32"),
+        "words": Sequence(Value("string", nullable=True)), "vec": Array((3,), "float64"),
+        "flag": Value("bool", nullable=True), "cat": Value("string"),
+    })
+    with pytest.raises(FeatureError, match="'when'"):
+        parquet.infer_features(pa.schema([pa.field("when", pa.timestamp("s"))]))
+
+
+# --- the shared write step --------------------------------------------------------------
+
+def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
+    features = Features({"image": Image(nullable=False), "n": Value("int64")})
+    args = common.make_parser("x", "test").parse_args(["--output", str(tmp_path / "out"), "--skip_bad"])
+    args.compression = None
+    inputs = [("good 0", {"image": jpeg(0), "n": 0}), ("bad 1", common.Malformed("no comma")),
+              ("bad 2", {"image": b"junk", "n": 2}), ("bad 3", {"image": jpeg(1)}), ("good 4", {"image": png(4), "n": 4})]
+    pipeline = beam.Pipeline(options=options())
+    common.write_cache(pipeline | beam.Create(inputs), args, features, {})
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_name("bad_inputs"))["counters"]
+    assert sum(counter.committed for counter in counters) == 3
+    assert read_metadata(args.output).num_rows == 2
+    assert [record["input"] for record in read_bad_inputs(args.output)] == ["bad 1", "bad 2", "bad 3"]
