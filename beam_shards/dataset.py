@@ -31,7 +31,7 @@ class ShardedDataset:
     Args:
       source: the cache path, or an `ArrowBackend` opened on one.
       columns: the columns to return (all by default).
-      image_mode: "pil" (default), "numpy" (HxWxC uint8) or "bytes" (undecoded).
+      image_mode: "pil" (default), "numpy" (HxWxC or, single-channel, HxW) or "bytes" (undecoded).
       transform: an optional function applied to each decoded example.
       max_open_shards: passed to `ArrowBackend.open`.
 

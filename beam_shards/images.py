@@ -69,8 +69,13 @@ def encode_pil(image: Any) -> bytes:
         fmt = "PNG"
     buffer = io.BytesIO()
     params: dict[str, Any] = {}
-    if fmt == "JPEG" and getattr(image, "quantization", None):
-        params["quality"] = "keep"  # re-use the source's tables: no second generation loss
+    if fmt in ("JPEG", "MPO") and getattr(image, "quantization", None):
+        from PIL.JpegImagePlugin import get_sampling
+
+        # Re-use the source's tables and subsampling: no second generation loss. Camera
+        # JPEGs often open as MPO; saved as JPEG they keep their first frame.
+        fmt = "JPEG"
+        params.update(qtables=image.quantization, subsampling=get_sampling(image))
     image.save(buffer, format=fmt, **params)
     return buffer.getvalue()
 
@@ -101,12 +106,20 @@ def encode_array(array: np.ndarray) -> bytes:
 
 
 def decode(data: bytes, mode: str = "pil") -> Any:
-    """Decodes encoded image bytes to a PIL image (`mode="pil"`) or a numpy array ("numpy")."""
+    """Decodes encoded image bytes to a PIL image (`mode="pil"`) or a numpy array ("numpy").
+
+    A numpy array is HxW for single-channel images and HxWxC otherwise; palette images
+    are converted to RGB (RGBA when they have transparency) so the array holds colours,
+    not palette indices.
+    """
     from PIL import Image as PILImage
 
     image = PILImage.open(io.BytesIO(data))
     if mode == "pil":
         return image
     if mode == "numpy":
+        if image.mode in ("P", "PA"):
+            has_alpha = image.mode == "PA" or "transparency" in image.info
+            image = image.convert("RGBA" if has_alpha else "RGB")
         return np.asarray(image)
     raise ValueError(f"image decode mode must be 'pil' or 'numpy', not {mode!r}")

@@ -90,6 +90,14 @@ def test_pil_jpeg_is_saved_as_jpeg_with_its_own_tables():
     assert difference.mean() < 3
 
 
+def test_pil_mpo_camera_jpeg_is_saved_as_jpeg_with_its_own_tables():
+    first = PILImage.fromarray(pixels(12, (16, 16, 3)))
+    source = open_bytes(encoded_as(first, "MPO", save_all=True, append_images=[first], quality=40))
+    assert source.format == "MPO"
+    again = open_bytes(encode(source))
+    assert again.format == "JPEG" and again.quantization == source.quantization
+
+
 @pytest.mark.parametrize("fmt", ["BMP", "TIFF", "WEBP"])
 def test_pil_image_keeps_a_format_it_was_read_in(fmt):
     source = open_bytes(encoded_as(PILImage.fromarray(pixels(4, (10, 12, 3))), fmt))
@@ -211,6 +219,26 @@ def test_decode_modes():
     assert as_numpy.shape == (16, 16, 4) and as_numpy.dtype == np.uint8
     with pytest.raises(ValueError, match="'tensor'"):
         images.decode(data, "tensor")
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: PILImage.fromarray(pixels(1, (6, 5, 3))).convert("P"), (6, 5, 3)),
+    (lambda: PILImage.new("P", (5, 6)), (6, 5, 3)),
+    (lambda: PILImage.new("L", (5, 6)), (6, 5)),
+    (lambda: PILImage.new("LA", (5, 6)), (6, 5, 2)),
+])
+def test_decode_numpy_gives_colours_not_palette_indices(make, shape):
+    source = make()
+    array = images.decode(encoded_as(source, "PNG"), "numpy")
+    assert array.shape == shape and array.dtype == np.uint8
+    if source.mode == "P":
+        np.testing.assert_array_equal(array, np.asarray(source.convert("RGB")))
+
+
+def test_decode_numpy_keeps_palette_transparency():
+    source = PILImage.fromarray(pixels(2, (4, 4, 3))).convert("P")
+    array = images.decode(encoded_as(source, "PNG", transparency=0), "numpy")
+    assert array.shape == (4, 4, 4)
 
 
 def test_decode_column_keeps_nulls_in_every_mode():
