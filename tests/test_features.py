@@ -457,3 +457,25 @@ def test_encode_error_pickles_with_its_fields():
     back = pickle.loads(pickle.dumps(error))
     assert (back.example, back.field, back.feature, back.got, str(back)) == (
         error.example, error.field, error.feature, error.got, str(error))
+
+
+@pytest.mark.parametrize("feature, value, field", [
+    (Value("int16"), 40_000, "x"),
+    (Value("string"), 3.5, "x"),
+    (Value("binary"), "text", "x"),
+    (Value("bool"), "yes", "x"),
+    (ClassLabel(num_classes=3), 3, "x"),
+    (Image(), b"not an image", "x"),
+    (Video(), 42, "x"),
+    (Array((3,), "int8"), [1, 2], "x"),
+    (Sequence(Value("int64")), "abc", "x"),
+    (Sequence(ClassLabel(names=["a"])), ["a", "b"], "x[1]"),
+])
+def test_every_encode_error_names_example_field_feature_and_value(feature, value, field):
+    error = encode_error(Features({"x": feature}), {"x": value}, key="sample-42")
+    inner = feature.feature if isinstance(feature, Sequence) and field != "x" else feature
+    assert (error.example, error.field, error.feature) == ("sample-42", field, repr(inner))
+    assert error.got and error.reason
+    text = str(error)
+    for part in ("example 'sample-42'", f"field {field!r}", repr(inner), f"got {error.got}"):
+        assert part in text, text
