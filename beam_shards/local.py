@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -15,6 +16,8 @@ from beam_shards.manifest import LOCK_NAME, Manifest, new_write_id, staging_dir
 from beam_shards.progress import Progress
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
                                 validate_writer_options)
+
+_LOGGER = logging.getLogger(__name__)
 
 
 def split_key(item: Any, position: int) -> tuple[Any, Any]:
@@ -109,11 +112,20 @@ def _write(examples: Iterable[Any], path: str, features: Features, metadata: dic
         manifest = publish(path, write_id=write_id, features=features, staged=staged,
                            compression=options["compression"], metadata=metadata)
     except BaseException:
-        writer.abort()
-        abandon(path, write_id)
+        _abandon_quietly(writer, path, write_id)
         raise
     meter.finish(extra=f"{manifest.num_shards} shards, {manifest.num_bytes / 1e6:,.1f} MB")
     return manifest
+
+
+def _abandon_quietly(writer: ShardWriter, path: str, write_id: str) -> None:
+    """Removes a failed write's files; a failure here must not hide the error that failed the write."""
+    try:
+        writer.abort()
+        abandon(path, write_id)
+    except Exception:
+        _LOGGER.warning("beam_shards: could not remove the staged files of failed write %s at %s "
+                        "(`beam-shards gc` removes them)", write_id, path, exc_info=True)
 
 
 def _remove_if_only_lock(path: str) -> None:

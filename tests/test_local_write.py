@@ -210,6 +210,17 @@ def test_an_exception_mid_write_leaves_the_previous_cache_intact(tmp_path):
     assert [r["tag"] for r in rows(path)] == ["old"] * 20 and verify(path).ok
 
 
+def test_a_failing_clean_up_does_not_hide_the_error_that_failed_the_write(tmp_path, monkeypatch, caplog):
+    def broken_abandon(path, write_id):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr("beam_shards.local.abandon", broken_abandon)
+    path = str(tmp_path / "c")
+    with pytest.raises(Boom):
+        write_shards(failing(15, [], path), path, TAGGED, max_rows_per_shard=10)
+    assert "could not remove the staged files" in caplog.text and "disk went away" in caplog.text
+
+
 def test_a_bad_example_mid_write_publishes_nothing(tmp_path):
     path = str(tmp_path / "c")
     old = write_shards(tagged("old", 5), path, TAGGED)
