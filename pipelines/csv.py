@@ -12,6 +12,7 @@ library's `csv`, which it uses.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -117,10 +118,13 @@ def to_example(row: dict[str, str], features: Features) -> dict[str, Any]:
 FORMAT = tabular.TabularFormat("csv", read_rows, to_example, guess_value)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return tabular.build_parser(FORMAT, "Convert CSV manifests (a header, then one example per row) into a cache.", "data/train.csv")
+
+
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-    return tabular.run(FORMAT, "Convert CSV manifests (a header, then one example per row) into a cache.",
-                       "data/train.csv", argv)
+    return tabular.run(FORMAT, build_parser(), argv)
 
 
 if __name__ == "__main__":

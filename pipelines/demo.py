@@ -11,6 +11,7 @@ colour as arrays, and a caption. Run it, then look at what it wrote:
 
 from __future__ import annotations
 
+import argparse
 import io
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -94,7 +95,7 @@ def _examples(chunk: int, num_examples: int, image_size: int) -> Iterator[tuple[
         yield f"demo example {index}", make_example(index, image_size)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "demo", "Draw a small sample image-classification dataset (no input needed) and write it as a cache.",
         default_output="./demo_cache")

@@ -13,6 +13,7 @@ left out. Files are listed with Beam's `fileio.MatchFiles` and read through
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -73,7 +74,7 @@ def _to_example(path: str, prefix: str, extensions: frozenset[str]):
         yield path, {"image": path, "label": relative.split("/", 1)[0], "path": relative}
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "image_folder", "Convert an image folder with one sub-folder per class (ImageNet layout) into a cache.")
     parser.add_argument("--input", required=True, metavar="ROOT",

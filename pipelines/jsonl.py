@@ -9,6 +9,7 @@ from `--features features.json` or are inferred from the first rows; see
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
@@ -44,10 +45,13 @@ def to_example(row: dict[str, Any], features: Features) -> dict[str, Any]:
 FORMAT = tabular.TabularFormat("jsonl", read_rows, to_example)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    return tabular.build_parser(FORMAT, "Convert JSON Lines manifests (one example per line) into a cache.", "data/train.jsonl")
+
+
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-    return tabular.run(FORMAT, "Convert JSON Lines manifests (one example per line) into a cache.",
-                       "data/train.jsonl", argv)
+    return tabular.run(FORMAT, build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ row group, so many workers share one large file; errors name the file and the ro
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -134,7 +135,7 @@ class _ReadRowGroupFn(beam.DoFn):
                    {name: tabular.resolve_paths(value, self._features[name], base) for name, value in row.items()})
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "parquet", "Re-shard Parquet files (e.g. a Hugging Face hub export) into a cache.")
     parser.add_argument("--input", required=True, metavar="PATTERN",

@@ -146,6 +146,7 @@ def _class_label(column: str, values: Iterable[Any], nullable: bool) -> ClassLab
 
 
 def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
+    """The flags of a manifest pipeline besides the common ones."""
     parser.add_argument("--input", required=True, metavar="PATTERN",
                         help=f"the manifest file, or a glob pattern of several (local, gs://...), like {example_file}")
     parser.add_argument("--features", metavar="FILE",
@@ -191,10 +192,14 @@ def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str,
                     yield {name: tabular.infer_value(value) for name, value in raw.items()}
 
 
-def run(tabular: TabularFormat, description: str, example_file: str, argv: Sequence[str] | None) -> Manifest:
-    """Runs the manifest pipeline of `tabular` with command-line flags `argv`."""
+def build_parser(tabular: TabularFormat, description: str, example_file: str) -> argparse.ArgumentParser:
     parser = common.make_parser(tabular.name, description)
     add_flags(parser, example_file)
+    return parser
+
+
+def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
+    """Runs the manifest pipeline of `tabular` with command-line flags `argv`."""
     args, options = common.parse_args(parser, argv)
     pattern = common.input_uri(args.input)
     files = sorted(fs.list_files([pattern]))
