@@ -289,7 +289,10 @@ def _show(args: argparse.Namespace) -> int:
     captions = [f"{index}" + (f" {_caption(row[label_column], features[label_column])}" if label_column else "")
                 for index, row in zip(indices.tolist(), rows)]
     sheet = contact_sheet([row[image_column] for row in rows], captions, args.tile, args.columns)
-    sheet.save(args.out, format="PNG")
+    try:
+        sheet.save(args.out, format="PNG")
+    except OSError as error:
+        raise UsageError(f"cannot write {args.out}: {error}") from None
     print(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
     return EXIT_OK
 

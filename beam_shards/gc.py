@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import filelock
 
@@ -52,7 +52,13 @@ def leftovers(files: Iterable[str], listed: set[str] | None) -> list[str]:
 
 @dataclasses.dataclass
 class Garbage:
-    """What `find_garbage` found: files (relative path -> bytes) and whether a cache is published there."""
+    """What `find_garbage` found: files (relative path -> bytes) and whether a cache is published there.
+
+    Example:
+        >>> garbage = find_garbage("/tmp/my_cache")  # doctest: +SKIP
+        >>> sorted(garbage.files), garbage.num_bytes  # doctest: +SKIP
+        >>> collect_garbage(garbage)  # doctest: +SKIP
+    """
 
     path: str
     files: dict[str, int]

@@ -59,6 +59,10 @@ class Malformed:
     Readers yield it instead of raising, so `write_cache` decides in one place whether
     a bad input fails the pipeline or is skipped.
 
+    Example:
+        >>> ("data.csv, line 7", Malformed("has 2 fields, the header has 3"))
+        ('data.csv, line 7', Malformed('has 2 fields, the header has 3'))
+
     Args:
       reason: what is wrong with the input, for a person.
     """
@@ -72,6 +76,10 @@ class Malformed:
 
 def parse_size(text: str) -> int:
     """Bytes in a human-readable size: `64MB` (10**6), `1GiB` (2**30), `512KiB`, `1000`.
+
+    Example:
+        >>> parse_size("64MB"), parse_size("1GiB")
+        (64000000, 1073741824)
 
     Raises:
       ValueError: not a positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.

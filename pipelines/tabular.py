@@ -33,6 +33,15 @@ ToExample = Callable[[Any, Features], dict[str, Any]]
 class TabularFormat:
     """How one manifest format is read: `jsonl` and `csv` each make one.
 
+    Example:
+        >>> import io, json
+        >>> def read_rows(handle):
+        ...     for number, line in enumerate(handle, start=1):
+        ...         yield number, json.loads(line)
+        >>> fmt = TabularFormat("jsonl", read_rows, lambda row, features: row)
+        >>> list(fmt.read_rows(io.BytesIO(b'{"image": "a.jpg"}')))
+        [(1, {'image': 'a.jpg'})]
+
     Args:
       name: the pipeline name, as in `python -m pipelines.NAME`.
       read_rows: yields `(line number, raw row)` from a binary stream; a raw row that
