@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from typing import Any, Iterable
 
 from beam_shards import fs
@@ -19,6 +20,8 @@ from beam_shards.features import Features
 from beam_shards.manifest import (MANIFEST_NAME, STAGING_DIR, Manifest, read_metadata, shard_file_name,
                                   staging_dir, writer_versions)
 from beam_shards.writer import ShardInfo
+
+_LOGGER = logging.getLogger(__name__)
 
 
 class PublishError(BeamShardsError):
@@ -66,7 +69,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Sh
     if current == write_id:
         manifest = read_metadata(path, check_files=False)
     else:
-        ordered = sorted(staged, key=lambda shard: shard.path)
+        ordered = sorted(staged, key=_staged_order)
         names = [shard_file_name(write_id, i, len(ordered)) for i in range(len(ordered))]
         _move_into_place(path, ordered, names)
         manifest = Manifest(
@@ -76,8 +79,18 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Sh
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             previous_write_id=current)
         fs.write_bytes_atomic(fs.join(path, MANIFEST_NAME), manifest.to_json(), temp_suffix=write_id)
-    _clean_up(path, manifest)
+    try:
+        _clean_up(path, manifest)
+    except Exception:  # the write is published; what is left over is gc's to remove
+        _LOGGER.warning("beam_shards: published %s, but could not remove the files it replaced or staged; "
+                        "`beam-shards gc %s` removes them", path, path, exc_info=True)
     return manifest
+
+
+def _staged_order(shard: ShardInfo) -> tuple[str, int, str]:
+    # part-100000 after part-99999: numbered names sort by length first within a folder.
+    folder, _, name = shard.path.replace("\\", "/").rpartition("/")
+    return folder, len(name), name
 
 
 def _move_into_place(path: str, staged: list[ShardInfo], names: list[str]) -> None:
@@ -117,4 +130,4 @@ def remove_staging(path: str, write_id: str) -> None:
 
 
 def _delete_shards_of(path: str, write_id: str) -> None:
-    fs.delete(sorted(fs.list_files([fs.join(path, f"shard-{write_id}-*.arrow")])))
+    fs.delete(sorted(fs.list_dir(path, f"shard-{write_id}-*.arrow")))

@@ -1,15 +1,19 @@
-"""File access for caches: Beam's `FileSystems` for every write, rename and delete.
+"""File access for caches: Beam's `FileSystems` for writes, renames and listings.
 
 Writes go through `apache_beam.io.filesystems.FileSystems`, so local paths, gs:// and
 s3:// behave alike. Reads of local paths use the OS directly, so that training
 processes that only read a cache do not import Beam; other schemes read through
-`FileSystems` too.
+`FileSystems` too. Local deletes use the OS as well: Beam's local delete treats its
+argument as a glob, which a folder name with `[` in it would break.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
+import re
+import shutil
 from typing import BinaryIO
 
 _RENAME_SCHEMES = ("", "file", "hdfs")
@@ -33,6 +37,24 @@ def local_path(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
+def _beam(path: str) -> str:
+    """`path` as Beam's FileSystems takes it (Beam has no file:// scheme)."""
+    return local_path(path) if is_local(path) else path
+
+
+def check_cache_path(path: str) -> str:
+    """Returns `path`; raises ValueError for a remote path with glob characters in it.
+
+    Object stores delete and list by glob on some schemes and not on others, so such a
+    name cannot be handled safely there.
+    """
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"a cache path must be a non-empty string; got {path!r}")
+    if not is_local(path) and re.search(r"[*?\[]", path):
+        raise ValueError(f"a {scheme(path)}:// cache path may not contain *, ? or [: {path!r}")
+    return path
+
+
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
@@ -47,7 +69,7 @@ def has_atomic_rename(path: str) -> bool:
 def create(path: str) -> BinaryIO:
     from apache_beam.io.filesystem import CompressionTypes
 
-    return _filesystems().create(path, mime_type="application/octet-stream",
+    return _filesystems().create(_beam(path), mime_type="application/octet-stream",
                                  compression_type=CompressionTypes.UNCOMPRESSED)
 
 
@@ -88,8 +110,38 @@ def list_files(patterns: list[str]) -> dict[str, int]:
     """Path -> size of every file matching any of the glob `patterns`."""
     if not patterns:
         return {}
-    results = _filesystems().match(patterns)
+    results = _filesystems().match([_beam(p) for p in patterns])
     return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
+
+
+def list_dir(folder: str, pattern: str = "*", *, recursive: bool = False) -> dict[str, int]:
+    """Path -> size of the files in `folder` (a literal path) whose name matches `pattern`.
+
+    With `recursive`, files in sub-folders are included and `pattern` matches their
+    path relative to `folder` (with `/` separators).
+    """
+    if not is_local(folder):
+        matched = list_files([join(folder, "**" if recursive else pattern)])
+        return {p: n for p, n in matched.items() if fnmatch.fnmatchcase(_relative(folder, p), pattern)}
+    root = local_path(folder)
+    found = {}
+    for current, dirs, files in os.walk(root):
+        relative_dir = os.path.relpath(current, root)
+        for name in files:
+            relative = name if relative_dir == "." else f"{relative_dir}/{name}".replace(os.sep, "/")
+            if fnmatch.fnmatchcase(relative, pattern):
+                full = os.path.join(current, name)
+                try:
+                    found[join(folder, *relative.split("/"))] = os.stat(full).st_size
+                except FileNotFoundError:
+                    pass
+        if not recursive:
+            break
+    return found
+
+
+def _relative(folder: str, path: str) -> str:
+    return path[len(folder.rstrip("/")) + 1:]
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -110,7 +162,9 @@ def write_bytes_atomic(path: str, data: bytes, temp_suffix: str) -> None:
     write_bytes(temp, data)
     if is_local(path):
         _fsync(local_path(temp))
-    _filesystems().rename([temp], [path])
+    rename([temp], [path])
+    if is_local(path):
+        _fsync(os.path.dirname(os.path.abspath(local_path(path))))
 
 
 def _fsync(path: str) -> None:
@@ -123,29 +177,40 @@ def _fsync(path: str) -> None:
 
 def rename(sources: list[str], destinations: list[str]) -> None:
     if sources:
-        _filesystems().rename(sources, destinations)
+        _filesystems().rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
 
 
 def delete(paths: list[str]) -> None:
-    """Deletes files, ignoring those already gone."""
+    """Deletes files or folders, ignoring those already gone."""
     from apache_beam.io.filesystem import BeamIOError
 
-    fs = _filesystems()
     for path in paths:
+        if is_local(path):
+            _delete_local(local_path(path))
+            continue
         try:
-            fs.delete([path])
+            _filesystems().delete([path])
         except BeamIOError:
-            if fs.exists(path):
+            if _filesystems().exists(path):
                 raise
+
+
+def _delete_local(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 def delete_tree(path: str) -> None:
     """Deletes a folder and everything under it; on object stores, every object under the prefix."""
     if is_local(path):
-        if os.path.exists(local_path(path)):
-            delete([path])
+        delete([path])
         return
-    delete(sorted(list_files([join(path, "**")])))
+    delete(sorted(list_dir(path, recursive=True)))
 
 
 def remove_empty_dir(path: str) -> None:

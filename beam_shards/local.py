@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import filelock
@@ -21,8 +21,12 @@ _LOGGER = logging.getLogger(__name__)
 
 
 def split_key(item: Any, position: int) -> tuple[Any, Any]:
-    """`(key, example)` for a `(key, dict)` pair; `(position, item)` for anything else."""
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Mapping):
+    """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
+
+    Any 2-tuple is taken as a pair: a tuple is never an example itself, so when its
+    second item is not a dict either, the error names the pair's key.
+    """
+    if isinstance(item, tuple) and len(item) == 2:
         return item
     return position, item
 
@@ -67,6 +71,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
       ValueError: an option is out of range.
     """
     validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+    fs.check_cache_path(path)
     metadata = check_metadata(metadata)
     if not isinstance(features, Features):
         raise TypeError(f"features must be a Features object; got {type(features).__name__}")

@@ -183,7 +183,7 @@ class WriteToArrowShards(beam.PTransform):
         if not isinstance(features, Features):
             raise TypeError(f"features must be a Features object; got {type(features).__name__}")
         validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._path = path
+        self._path = fs.check_cache_path(path)
         self._features = features
         self._writer_options = dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
                                     batch_size=batch_size, batch_bytes=batch_bytes, compression=compression)

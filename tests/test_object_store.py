@@ -71,3 +71,10 @@ def test_overwrite_and_failed_write_on_an_object_store(store):
 def test_missing_cache_on_an_object_store(store):
     with pytest.raises(CacheNotFoundError, match="no beam_shards cache at fakeobj://nothing"):
         read_metadata("fakeobj://nothing")
+
+
+def test_glob_characters_are_refused_in_remote_cache_paths(store):
+    with pytest.raises(ValueError, match=r"may not contain \*, \? or \["):
+        WriteToArrowShards("fakeobj://cache[1]", FEATURES)
+    with pytest.raises(ValueError, match=r"may not contain"):
+        write_shards([], "fakeobj://c*", FEATURES)
