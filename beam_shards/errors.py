@@ -53,6 +53,9 @@ class EncodeError(BeamShardsError, ValueError):
         super().__init__(self._message())
 
     def _message(self) -> str:
+        if self.example is None and self.field is None and self.feature is None and self.got is None:
+            # Re-raised from its own message text (as Beam does to add the step name).
+            return self.reason
         where = f"example {self.example!r}" if self.example is not None else "example"
         if self.field is not None:
             where += f", field {self.field!r}"

@@ -292,3 +292,11 @@ def test_empty_write_id_side_input_falls_back(tmp_path):
     assert manifest.num_rows == 20
     assert sorted(_ids(out)) == list(range(20))
     assert not os.path.exists(os.path.join(out, STAGING_DIR))
+
+
+def test_encode_error_message_is_not_wrapped_twice(tmp_path):
+    with pytest.raises(Exception) as raised:
+        _write(tmp_path / "cache", transform=beam.Map(lambda e: {**e, "label": 99}), num_parts=1)
+    message = str(raised.value)
+    assert "example: example" not in message
+    assert message.count("class id out of range") >= 1 and "field 'label'" in message
