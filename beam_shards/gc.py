@@ -74,20 +74,8 @@ class Garbage:
 
 def _list_all(path: str) -> dict[str, int]:
     """Relative path (with `/`) -> size of every file under `path`."""
-    if fs.is_local(path):
-        root = fs.local_path(path)
-        found = {}
-        for folder, _, names in os.walk(root):
-            for name in names:
-                full = os.path.join(folder, name)
-                try:
-                    found[os.path.relpath(full, root).replace(os.sep, "/")] = os.path.getsize(full)
-                except FileNotFoundError:
-                    continue
-        return found
-    prefix = fs.join(path, "")
-    listed = fs.list_files([prefix + "*", prefix + STAGING_DIR + "/**"])
-    return {name[len(prefix):]: size for name, size in listed.items()}
+    prefix = len(fs.join(path, "x")) - 1
+    return {full[prefix:].replace(os.sep, "/"): size for full, size in fs.list_dir(path, recursive=True).items()}
 
 
 def find_garbage(path: str) -> Garbage:

@@ -30,3 +30,17 @@ def test_file_uri_paths_work_for_write_and_read(tmp_path):
     assert ArrowBackend.open(uri).num_rows == 5
     assert sorted(os.listdir(tmp_path / "cache")) == [".lock", "_metadata.json",
                                                       f"shard-{read_metadata(uri).write_id}-00000-of-00001.arrow"]
+
+
+def test_gc_in_a_folder_with_glob_characters(tmp_path):
+    from beam_shards.gc import collect_garbage, find_garbage
+
+    path = str(tmp_path / "c[1]")
+    manifest = write_shards((example(i) for i in range(10)), path, FEATURES)
+    os.makedirs(os.path.join(path, "_staging", "20260101T000000Z-00000000", "attempt"))
+    with open(os.path.join(path, "_staging", "20260101T000000Z-00000000", "attempt", "part-00000.arrow"), "wb") as f:
+        f.write(b"partial")
+    garbage = find_garbage(path)
+    assert list(garbage.files) == ["_staging/20260101T000000Z-00000000/attempt/part-00000.arrow"]
+    collect_garbage(garbage)
+    assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", manifest.shards[0].path])
