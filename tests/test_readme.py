@@ -115,3 +115,28 @@ def test_readme_pipeline_commands_parse(command):
     options = PipelineOptions(rest)
     unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
     assert not unknown, f"{command}: flags neither the pipeline nor Beam knows: {sorted(unknown)}"
+
+
+def test_readme_library_pipeline_example_runs(tmp_path):
+    [source] = [block for block in code_blocks(readme()) if block.startswith("# my_pipeline.py")]
+    script = tmp_path / "my_pipeline.py"
+    script.write_text(source)
+    from _support import jpeg
+
+    lines = []
+    for i, label in enumerate(["cat", "dog", "cat"]):
+        image = tmp_path / f"img{i}.jpg"
+        image.write_bytes(jpeg(i))
+        lines.append(f"{image}\t{label}\ta caption {i}")
+    (tmp_path / "labels.tsv").write_text("\n".join(lines) + "\n")
+    [command] = [c for block in code_blocks(readme()) for c in commands(block)
+                 if c.startswith("python my_pipeline.py") and "FnApiRunner" in c]
+    argv = shlex.split(command)[2:]
+    argv = _with_flag(_with_flag(argv, "--input", str(tmp_path / "labels.tsv")), "--output", str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, str(script), *argv], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Manifest(" in result.stdout
+    ds = ShardedDataset(str(tmp_path / "cache"), image_mode="bytes")
+    rows = sorted((row["caption"], row["label"], row["image"]) for row in ds)
+    assert rows == [(f"a caption {i}", [0, 1, 0][i], jpeg(i)) for i in range(3)]
