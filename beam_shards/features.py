@@ -371,6 +371,7 @@ class Array(Feature):
         self.dtype = dtype
         self.nullable = nullable
         self._row_size = math.prod(shape[1:])
+        self._np_dtype = np.dtype(dtype)
 
     @property
     def variable(self) -> bool:
@@ -390,6 +391,10 @@ class Array(Feature):
         return f"Array({self.shape}, {self.dtype!r}{self._nullable_repr()})"
 
     def encode(self, value: Any, field: str) -> np.ndarray:
+        # Fast path (the common case, once per example): already the exact array stored.
+        if (type(value) is np.ndarray and value.shape == self.shape and value.dtype == self._np_dtype
+                and value.flags.c_contiguous):
+            return value
         try:
             array = value if isinstance(value, np.ndarray) else np.asarray(value)
         except ValueError:

@@ -186,6 +186,18 @@ def test_array_fixed_shape_round_trips_every_dtype(dtype):
     assert features.arrow_schema().field("a").type == pa.list_(pa.from_numpy_dtype(np.dtype(dtype)), 6)
 
 
+def test_array_exact_arrays_kept_others_made_contiguous_native_and_exact():
+    feature = Array((2, 3), "float32")
+    exact = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert feature.encode(exact, "a") is exact
+    strided = np.arange(6, dtype=np.float32).reshape(3, 2).T
+    big_endian = exact.astype(">f4")
+    for value in (strided, big_endian, exact.astype(np.float64), exact.tolist()):
+        got = feature.encode(value, "a")
+        assert got.flags.c_contiguous and got.dtype == np.dtype("float32") and got.dtype.isnative
+        np.testing.assert_array_equal(got, np.asarray(value, dtype=np.float32))
+
+
 @pytest.mark.parametrize("shape, lengths", [((None,), [3, 0, 1]), ((None, 2), [2, 0, 5]), ((None, 2, 2), [1, 3])])
 def test_array_variable_first_dimension(shape, lengths):
     features = Features({"a": Array(shape, "int32")})
