@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import operator
 import os
@@ -24,11 +25,13 @@ DEFAULT_MAX_OPEN_SHARDS = 512
 class _OpenShard:
     """The record batches of one opened shard and the row offset of each."""
 
-    __slots__ = ("batches", "offsets")
+    __slots__ = ("batches", "offsets", "starts")
 
     def __init__(self, batches: list[pa.RecordBatch]):
         self.batches = batches
         self.offsets = np.cumsum([0] + [b.num_rows for b in batches], dtype=np.int64)
+        # The same as Python ints: bisect on a list routes one row ~20x faster than numpy.
+        self.starts = self.offsets.tolist()
 
     def locate(self, rows: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, rows, side="right") - 1
@@ -79,6 +82,7 @@ class ArrowBackend:
         else:
             raise TypeError(f"ArrowBackend takes a pyarrow Table, or use ArrowBackend.open(path); got {type(table).__name__}")
         self._offsets = np.cumsum([0] + shard_rows, dtype=np.int64)
+        self._starts = self._offsets.tolist()
         self._reset()
 
     @classmethod
@@ -111,7 +115,7 @@ class ArrowBackend:
 
     @property
     def num_rows(self) -> int:
-        return int(self._offsets[-1])
+        return self._starts[-1]
 
     @property
     def num_shards(self) -> int:
@@ -138,11 +142,11 @@ class ArrowBackend:
     def get_row(self, index: int) -> dict[str, Any]:
         """Row `index` (negative counts from the end) as a dict of Python values."""
         index = self._check_index(index)
-        shard_id = int(np.searchsorted(self._offsets, index, side="right")) - 1
+        shard_id = bisect.bisect_right(self._starts, index) - 1
         shard = self._shard(shard_id)
-        local = index - int(self._offsets[shard_id])
-        b = int(shard.locate(np.int64(local)))
-        return shard.batches[b].slice(local - int(shard.offsets[b]), 1).to_pylist()[0]
+        local = index - self._starts[shard_id]
+        b = bisect.bisect_right(shard.starts, local) - 1
+        return shard.batches[b].slice(local - shard.starts[b], 1).to_pylist()[0]
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The rows at `indices`, in that order and with duplicates kept, as one table."""
