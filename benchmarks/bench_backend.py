@@ -3,9 +3,10 @@
 Writes the standard workload once with `write_shards`, then times, for `ArrowBackend`
 and for `RawShards` (below: memory_map + ipc.open_file per shard, bisect routing over
 cumulative row counts, `Table.take`): 10,000 random `get_row`, 200 random `take` of 256
-indices, a full scan of the record batches, and a cold open (open the cache and read
-one row). Prints medians over `--repeats` runs and the ratio ours/baseline; the goal
-is take and scan <= 1.0x and get_row <= 1.5x. Run by hand:
+indices, full scans of the record batches (5 per timed run, each from a fresh open), and
+cold opens (open the cache and read one row; 20 per timed run). The two sides take
+turns; prints medians over `--repeats` runs and the ratio ours/baseline. The goal is
+take and scan <= 1.0x and get_row <= 1.5x. Run by hand:
 
     python benchmarks/bench_backend.py [--num_examples 50000] [--repeats 5]
 """
@@ -32,6 +33,8 @@ from beam_shards import ArrowBackend  # noqa: E402
 NUM_GET_ROW = 10_000
 NUM_TAKE = 200
 TAKE_SIZE = 256
+SCAN_PASSES = 5  # full scans per timed run, each from a fresh open
+OPEN_PASSES = 20
 
 
 class RawShards:
@@ -99,20 +102,33 @@ def measure(cache: Path, repeats: int) -> dict[str, tuple[float, float]]:
     takes = [np.random.default_rng(1000 + r).integers(0, n, (NUM_TAKE, TAKE_SIZE)).tolist() for r in range(repeats)]
     middle = n // 2
 
-    def scan(reader) -> int:
-        return sum(consume(batch) for batch in reader.iter_batches())
+    def open_ours() -> ArrowBackend:
+        return ArrowBackend.open(str(cache))
+
+    def open_base() -> RawShards:
+        return RawShards(cache)
+
+    def scans(opener) -> None:
+        for _ in range(SCAN_PASSES):
+            sum(consume(batch) for batch in opener().iter_batches())
+
+    def opens(opener) -> None:
+        for _ in range(OPEN_PASSES):
+            opener().get_row(middle)
 
     plans = {
         f"get_row x{NUM_GET_ROW:,}": (lambda r: [ours.get_row(i) for i in rows[r]],
                                       lambda r: [base.get_row(i) for i in rows[r]]),
         f"take {TAKE_SIZE} x{NUM_TAKE}": (lambda r: [ours.take(ix) for ix in takes[r]],
                                           lambda r: [base.take(ix) for ix in takes[r]]),
-        "scan (iter_batches)": (lambda r: scan(ArrowBackend.open(str(cache))), lambda r: scan(RawShards(cache))),
-        "cold open + 1 row": (lambda r: ArrowBackend.open(str(cache)).get_row(middle),
-                              lambda r: RawShards(cache).get_row(middle)),
+        f"scan x{SCAN_PASSES}": (lambda r: scans(open_ours), lambda r: scans(open_base)),
+        f"open + 1 row x{OPEN_PASSES}": (lambda r: opens(open_ours), lambda r: opens(open_base)),
     }
-    return {name: (workload.median_seconds(run_ours, repeats), workload.median_seconds(run_base, repeats))
-            for name, (run_ours, run_base) in plans.items()}
+    results = {}
+    for name, (run_ours, run_base) in plans.items():
+        medians = workload.alternating_medians({"ours": run_ours, "base": run_base}, repeats)
+        results[name] = (medians["ours"], medians["base"])
+    return results
 
 
 GOALS = {"get_row": 1.5, "take": 1.0, "scan": 1.0}

@@ -191,11 +191,12 @@ def workdir(path: str | None) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def median_seconds(run: Callable[[int], Any], repeats: int) -> float:
-    """The median wall time of `run(repeat)` over `repeats` calls."""
-    times = []
+def alternating_medians(runs: dict[str, Callable[[int], Any]], repeats: int) -> dict[str, float]:
+    """{name: median wall seconds of `run(repeat)`}; the runs take turns, so noise spreads evenly."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for repeat in range(repeats):
-        start = time.perf_counter()
-        run(repeat)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(repeat)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
