@@ -22,6 +22,7 @@ from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import fs
 from beam_shards.commit import check_metadata, publish, remove_staging
+from beam_shards.errors import EncodeError
 from beam_shards.features import Features
 from beam_shards.local import split_key
 from beam_shards.manifest import Manifest, new_write_id, staging_dir
@@ -71,12 +72,16 @@ class _WriteBundleFn(beam.DoFn):
         if self._writer is None:
             self._writer = self._open_writer(_write_id_or_fallback(write_id))
         try:
-            row = self._features.encode_example(example, key if key is not None else preview_example(example))
-            self._writer.write(row)
+            self._writer.write(self._features.encode_example(example, key))
+        except EncodeError as error:
+            self._discard()
+            if key is None:  # name the example by its first fields; built only on failure
+                raise EncodeError(error.reason, example=preview_example(example), field=error.field,
+                                  feature=error.feature, got=error.got) from None
+            raise
         except BaseException:
             self._discard()
             raise
-        self._rows.inc()
 
     def _open_writer(self, write_id: str) -> ShardWriter:
         attempt = fs.join(staging_dir(self._path, write_id), uuid.uuid4().hex)
@@ -106,6 +111,7 @@ class _WriteBundleFn(beam.DoFn):
             raise
         self._writer = None
         for shard in shards:
+            self._rows.inc(shard.num_rows)
             self._shards.inc()
             self._bytes.inc(shard.num_bytes)
             yield window.GlobalWindows.windowed_value(shard)
@@ -192,9 +198,11 @@ class WriteToArrowShards(beam.PTransform):
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest]:
         do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
         write_id = do_once | "NewWriteId" >> beam.Map(lambda _: new_write_id())
+        if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
+            # Shard results are emitted in the global window; finalize reads them all.
+            pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
         staged = (
             pcoll
-            | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
             | "WriteBundles" >> beam.ParDo(
                 _WriteBundleFn(self._path, self._features, self._writer_options), AsSingleton(write_id))
             # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.

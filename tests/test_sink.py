@@ -300,3 +300,15 @@ def test_encode_error_message_is_not_wrapped_twice(tmp_path):
     message = str(raised.value)
     assert "example: example" not in message
     assert message.count("class id out of range") >= 1 and "field 'label'" in message
+
+
+def test_windowed_input_is_written_whole(tmp_path):
+    from apache_beam.transforms import window
+
+    out = tmp_path / "cache"
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(2)) | beam.FlatMap(_examples, per_part=30)
+         | beam.Map(lambda e: window.TimestampedValue(e, e["id"]))
+         | beam.WindowInto(window.FixedWindows(10))
+         | WriteToArrowShards(str(out), FEATURES))
+    _assert_exactly_once_and_clean(out, range(60))
