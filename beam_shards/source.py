@@ -172,9 +172,8 @@ class _ReadSpec:
             batch = batch.select(list(self.columns))
         if self.as_batches:
             return (batch,)
-        if self.decode:
-            return decode_table(batch, features, self.image_mode)
-        return batch.to_pylist()
+        # Without decode, images stay the bytes that were written; arrays are numpy views.
+        return decode_table(batch, features, self.image_mode if self.decode else "bytes")
 
     def display_data(self, path: str | None) -> dict[str, Any]:
         items = {
@@ -260,8 +259,9 @@ class ReadFromArrowShards(beam.PTransform):
     cache, a damaged manifest, a missing shard, a schema mismatch or an unknown column
     fails at pipeline construction. Each shard is then checked against the manifest
     (size, schema, rows) and read in ranges of record batches that the runner splits
-    among workers. Values come out as written (ints, strings, lists, the encoded bytes
-    of images) unless `decode=True`, which decodes like `ShardedDataset`.
+    among workers. Values come out as written (ints, strings, lists, numpy arrays of
+    the declared shape for Array features, the encoded bytes of images) unless
+    `decode=True`, which also decodes images like `ShardedDataset`.
 
     Example:
         >>> import apache_beam as beam
@@ -275,7 +275,7 @@ class ReadFromArrowShards(beam.PTransform):
       columns: the columns to read (all by default); only their buffers are read.
       as_batches: emit `pa.RecordBatch`es instead of one dict per row.
       features: the features the cache must have been written with.
-      decode: decode rows (images to `image_mode`, arrays to numpy) as `ShardedDataset` does.
+      decode: decode images to `image_mode` as `ShardedDataset` does.
       image_mode: with `decode`, "pil", "numpy" or "bytes".
       desired_split_bytes: about how many bytes of a shard one initial split reads.
 
