@@ -250,16 +250,8 @@ class ClassLabel(Feature):
         raise self._fail("expected a class id (int) or a class name (str)", field, value)
 
 
-class Image(Feature):
-    """An encoded image, stored as its file bytes (`large_binary`).
-
-    Accepts raw bytes (kept unchanged), a path or URI (read as is, so JPEG stays JPEG),
-    a PIL image (saved in its own format; PNG when it has none or an alpha/palette
-    mode), a uint8 numpy array HxW, HxWx1, HxWx3 or HxWx4 (saved as PNG), a dict
-    ``{"bytes": ..., "path": ...}`` as Hugging Face datasets store images, or None.
-    Bytes are checked to be a complete image (signature and end marker) without
-    decoding the pixels.
-    """
+class _EncodedFile(Feature):
+    """A file's bytes in a `large_binary` column (nullable by default)."""
 
     _default_nullable = True
 
@@ -270,10 +262,22 @@ class Image(Feature):
         return pa.large_binary()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"_type": "Image", "nullable": self.nullable}
+        return {"_type": type(self).__name__, "nullable": self.nullable}
 
     def __repr__(self) -> str:
-        return f"Image({self._nullable_repr().lstrip(', ')})"
+        return f"{type(self).__name__}({self._nullable_repr().lstrip(', ')})"
+
+
+class Image(_EncodedFile):
+    """An encoded image, stored as its file bytes (`large_binary`).
+
+    Accepts raw bytes (kept unchanged), a path or URI (read as is, so JPEG stays JPEG),
+    a PIL image (saved in its own format; PNG when it has none or an alpha/palette
+    mode), a uint8 numpy array HxW, HxWx1, HxWx3 or HxWx4 (saved as PNG), a dict
+    ``{"bytes": ..., "path": ...}`` as Hugging Face datasets store images, or None.
+    Bytes are checked to be a complete image (signature and end marker) without
+    decoding the pixels.
+    """
 
     def encode(self, value: Any, field: str) -> bytes:
         try:
@@ -301,22 +305,8 @@ class Image(Feature):
         raise ValueError("expected image bytes, a path, a PIL image or a uint8 numpy array")
 
 
-class Video(Feature):
+class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
-
-    _default_nullable = True
-
-    def __init__(self, *, nullable: bool = True):
-        self.nullable = nullable
-
-    def arrow_type(self) -> pa.DataType:
-        return pa.large_binary()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"_type": "Video", "nullable": self.nullable}
-
-    def __repr__(self) -> str:
-        return f"Video({self._nullable_repr().lstrip(', ')})"
 
     def encode(self, value: Any, field: str) -> bytes:
         if isinstance(value, (bytes, bytearray, memoryview)):
