@@ -1,0 +1,180 @@
+"""SIGKILL a writer anywhere: the cache is the old version or the new one, whole, or none.
+
+A writer (`write_shards`, or a Beam pipeline on FnApiRunner) runs in a forked
+subprocess (`scripts/crash_writer.py`) and is killed with SIGKILL, either at a seeded
+random moment after it starts staging, or by itself at a chosen step: opening the
+Nth staged shard, entering finalize, moving the Nth shard into place, writing or
+renaming the manifest, cleaning up, removing the Nth old file. Half of the trials
+write over a published cache. After every kill:
+
+- what a reader sees is the previous cache or the new one, complete (every id once,
+  one version only) and `verify` passes; with no previous cache, possibly nothing;
+- `beam-shards gc` removes every leftover and nothing a reader needs;
+- a re-run publishes a complete new version and leaves nothing else behind.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from _reliability import SCRIPTS, WriterServer, assert_clean_cache, leftovers, tally  # noqa: F401 (tally is a fixture)
+from beam_shards import ArrowBackend, CacheNotFoundError, read_metadata, verify, write_shards
+from beam_shards.gc import collect_garbage, find_garbage
+from beam_shards.manifest import STAGING_DIR
+
+sys.path.insert(0, SCRIPTS)
+import crash_writer  # noqa: E402
+
+RANDOM_TRIALS = 20
+VERSIONS = {"A": range(0, 300), "B": range(1000, 1600), "C": range(5000, 5450)}
+SHARD_SIZE = 6_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with WriterServer(str(tmp_path_factory.mktemp("crash") / "writer.log")) as running:
+        yield running
+
+
+def _job(mode: str, path: str, version: str, **kill) -> dict:
+    ids = VERSIONS[version]
+    return {"mode": mode, "path": path, "version": version, "first": ids.start, "count": len(ids),
+            "shard_size": SHARD_SIZE, **kill}
+
+
+def _write_previous(path: str) -> None:
+    ids = VERSIONS["A"]
+    write_shards((crash_writer.example(i, "A") for i in ids), path, crash_writer.FEATURES,
+                 shard_size_bytes=SHARD_SIZE, batch_size=8)
+
+
+def _visible(path: str) -> tuple[str | None, list[int]]:
+    """The version a reader sees at `path` and its ids; (None, []) when there is no cache."""
+    try:
+        backend = ArrowBackend.open(path)
+    except CacheNotFoundError:
+        return None, []
+    report = verify(path)
+    assert report.ok, report.problems
+    table = backend.slice(0, backend.num_rows)
+    versions = set(table.column("version").to_pylist())
+    assert len(versions) == 1, f"a mix of versions {sorted(versions)} is visible"
+    return versions.pop(), table.column("id").to_pylist()
+
+
+def _collect_garbage(path: str) -> None:
+    """What `beam-shards gc PATH` does (`test_gc_command_after_a_kill` runs the command itself)."""
+    try:
+        garbage = find_garbage(path)
+    except CacheNotFoundError:
+        assert not leftovers(path), "gc found no cache and no leftovers, yet there are some"
+        return
+    collect_garbage(garbage)
+
+
+def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, **kill) -> None:
+    if previous:
+        _write_previous(path)
+    outcome = server.run(_job(mode, path, "B", **kill))
+    assert outcome.exit in ("killed", "0"), f"{kill}: the writer failed ({outcome}); {server.log_tail()}"
+    version, ids = _visible(path)
+    allowed = {"A", "B"} if previous else {None, "B"}
+    assert version in allowed, f"{kill} in phase {outcome.phase}: {version!r} visible, expected one of {allowed}"
+    if outcome.exit == "0":
+        assert version == "B", "a writer that finished must have published"
+    expected = VERSIONS[version] if version else []
+    tally.record(fault, expected if previous or version else [], ids, detail=outcome.phase)
+
+    _collect_garbage(path)
+    assert not leftovers(path), f"gc left {leftovers(path)} after a kill in phase {outcome.phase}"
+    assert not os.path.exists(os.path.join(path, STAGING_DIR))
+    assert _visible(path) == (version, ids), "gc must not touch the published version"
+
+    rerun = server.run(_job(mode, path, "C"))
+    assert rerun.exit == "0", f"the re-run failed after {kill} ({rerun}); {server.log_tail()}"
+    version, ids = _visible(path)
+    assert version == "C"
+    tally.record(f"re-run after crash ({mode})", VERSIONS["C"], ids)
+    assert_clean_cache(path)
+
+
+def _calibrate(server: WriterServer, tmp_path, mode: str) -> tuple[int, int, float, float]:
+    """The shard counts of the previous and the new version, and from unkilled writes on fresh
+    paths (the shortest finalize) the median seconds from the start of staging to finalize and to the end."""
+    previous = str(tmp_path / "calibrate_previous")
+    _write_previous(previous)
+    to_finalize, to_done = [], []
+    for n in range(3):
+        path = str(tmp_path / f"calibrate_{mode}_{n}")
+        outcome = server.run(_job(mode, path, "B"))
+        assert outcome.exit == "0", server.log_tail()
+        to_finalize.append(outcome.events["finalize"] - outcome.events["staging"])
+        to_done.append(outcome.events["done"] - outcome.events["staging"])
+    return (read_metadata(path).num_shards, read_metadata(previous).num_shards, sorted(to_finalize)[1],
+            sorted(to_done)[1])
+
+
+def _step_kills(shards: int, previous_shards: int) -> list[tuple[str, bool]]:
+    """(kill point, whether to write over a previous cache) for each step trial."""
+    middle = shards // 2
+    manifest_file = shards + 1
+    return [
+        ("create:1", False), ("create:2", True), (f"create:{middle}", False), (f"create:{shards}", True),
+        (f"create:{manifest_file}", False), ("publish:1", True), ("publish:1", False), ("rename:1", False),
+        ("rename:2", True), (f"rename:{middle}", True), (f"rename:{shards}", False),
+        (f"rename:{manifest_file}", True), (f"rename:{manifest_file}", False), ("manifest:1", True),
+        ("manifest:1", False), ("cleanup:1", True), ("cleanup:1", False), ("unlink:1", True),
+        (f"unlink:{previous_shards // 2}", True), (f"unlink:{previous_shards}", True),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["local", "beam"])
+def test_kill_at_each_step(server, tally, tmp_path, mode):
+    shards, previous_shards, _, _ = _calibrate(server, tmp_path, mode)
+    assert shards >= 8 and previous_shards >= 4, "small shards make every step a loop"
+    fault = f"crash {mode}, killed at a step"
+    steps = _step_kills(shards, previous_shards)
+    for n, (kill, previous) in enumerate(steps):
+        _trial(server, tally, fault, mode, str(tmp_path / f"step{n}"), previous, kill=kill)
+    assert tally.counts[fault].trials == len(steps) >= 20
+    tally.assert_no_loss()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["local", "beam"])
+def test_kill_at_random_moments(server, tally, tmp_path, mode):
+    _, _, finalize, done = _calibrate(server, tmp_path, mode)
+    fault = f"crash {mode}, killed at a random moment"
+    rng = random.Random(f"crash-{mode}-1")
+    for n in range(RANDOM_TRIALS):
+        # Staging takes most of a write: aim every other kill at finalize, the manifest and clean-up.
+        kill = ({"kill_phase": "staging", "kill_after": rng.uniform(0, finalize)} if n % 2 else
+                {"kill_phase": "finalize", "kill_after": rng.uniform(0, done - finalize)})
+        _trial(server, tally, fault, mode, str(tmp_path / f"random{n}"), previous=n % 4 < 2, **kill)
+    assert tally.counts[fault].trials == RANDOM_TRIALS
+    tally.assert_no_loss()
+
+
+def test_gc_command_after_a_kill(server, tmp_path):
+    """`beam-shards gc` itself: a dry run lists and keeps the leftovers, a real run removes only them."""
+    path = str(tmp_path / "cache")
+    _write_previous(path)
+    outcome = server.run(_job("local", path, "B", kill="rename:3"))
+    assert outcome.exit == "killed"
+    left = leftovers(path)
+    assert len(left) == 3, left  # the staging folder and the two shards already moved
+    command = [os.path.join(os.path.dirname(sys.executable), "beam-shards"), "gc", path]
+    dry = subprocess.run(command + ["--dry-run"], capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert leftovers(path) == left
+    assert all(name in dry.stdout for name in left if name.endswith(".arrow")), dry.stdout
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not leftovers(path)
+    assert _visible(path) == ("A", list(VERSIONS["A"]))
