@@ -32,6 +32,7 @@ class EncodeError(BeamShardsError, ValueError):
         field: the path of the offending field, like ``"frames[2]"``; None for the
             example as a whole.
         feature: ``repr`` of the feature the value was checked against.
+        row: for a batch of examples, the row of the offending example in it.
         got: a short description of the offending value.
         reason: what is wrong.
     """
@@ -44,8 +45,10 @@ class EncodeError(BeamShardsError, ValueError):
         field: str | None = None,
         feature: str | None = None,
         got: str | None = None,
+        row: int | None = None,
     ):
         self.reason = reason
+        self.row = row
         self.example = example
         self.field = field
         self.feature = feature
@@ -53,10 +56,14 @@ class EncodeError(BeamShardsError, ValueError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        if self.example is None and self.field is None and self.feature is None and self.got is None:
+        if (self.example is None and self.field is None and self.feature is None and self.got is None
+                and self.row is None):
             # Re-raised from its own message text (as Beam does to add the step name).
             return self.reason
-        where = f"example {self.example!r}" if self.example is not None else "example"
+        if self.row is not None:
+            where = f"row {self.row} of batch {self.example!r}" if self.example is not None else f"row {self.row} of a batch"
+        else:
+            where = f"example {self.example!r}" if self.example is not None else "example"
         if self.field is not None:
             where += f", field {self.field!r}"
         if self.feature is not None:
@@ -68,11 +75,11 @@ class EncodeError(BeamShardsError, ValueError):
 
     def __reduce__(self):
         # Beam ships exceptions between processes by pickling them.
-        return (_rebuild_encode_error, (self.reason, self.example, self.field, self.feature, self.got))
+        return (_rebuild_encode_error, (self.reason, self.example, self.field, self.feature, self.got, self.row))
 
 
-def _rebuild_encode_error(reason, example, field, feature, got) -> EncodeError:
-    return EncodeError(reason, example=example, field=field, feature=feature, got=got)
+def _rebuild_encode_error(reason, example, field, feature, got, row=None) -> EncodeError:
+    return EncodeError(reason, example=example, field=field, feature=feature, got=got, row=row)
 
 
 class FeatureError(BeamShardsError, ValueError):

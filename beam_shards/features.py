@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards import images
 from beam_shards.errors import EncodeError, FeatureError, short_repr
@@ -45,9 +46,9 @@ SCHEMA_METADATA_KEY = b"beam_shards.features"
 class _Invalid(Exception):
     """A value does not fit a feature; `encode_example` adds the example and field."""
 
-    def __init__(self, reason: str, field: str, feature: Feature, value: Any):
+    def __init__(self, reason: str, field: str, feature: Feature, value: Any, row: int | None = None):
         super().__init__(reason)
-        self.reason, self.field, self.feature, self.value = reason, field, feature, value
+        self.reason, self.field, self.feature, self.value, self.row = reason, field, feature, value, row
 
 
 class Feature:
@@ -72,6 +73,30 @@ class Feature:
 
     def _fail(self, reason: str, field: str, value: Any) -> _Invalid:
         return _Invalid(reason, field, self, value)
+
+    def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
+        """`array` cast safely to this feature's Arrow type and checked; raises `_Invalid` with the row."""
+        if _family(array.type) not in self._batch_sources() + ("null",):
+            raise _Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
+        errors = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+        try:
+            array = array.cast(self.arrow_type(), safe=True)
+        except errors as error:
+            row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
+            raise _Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
+                           None if row is None else array[row].as_py(), row) from None
+        if not self.nullable and array.null_count:
+            row = pc.index(array.is_null(), True).as_py()
+            raise _Invalid("None where a value is required (declare nullable=True to allow it)", field, self, None, row)
+        self._check_values(array, field)
+        return array
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        """Checks what the Arrow type does not (class ids in range, complete images)."""
+
+    def _batch_sources(self) -> tuple[str, ...]:
+        """The Arrow type families a batch column may have to be cast to this feature."""
+        return (_family(self.arrow_type()),)
 
     def encode_or_null(self, value: Any, field: str) -> Any:
         if value is None:
@@ -147,6 +172,10 @@ class Value(Feature):
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
         raise self._fail("expected bytes", field, value)
+
+    def _batch_sources(self) -> tuple[str, ...]:
+        return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
+                "string": ("string", "binary")}.get(self.dtype, (_family(self.arrow_type()),))
 
     def _as_int(self, value: Any, field: str) -> int:
         if isinstance(value, (bool, np.bool_)):
@@ -238,6 +267,24 @@ class ClassLabel(Feature):
             return f"ClassLabel(names={shown}{self._nullable_repr()})"
         return f"ClassLabel(num_classes={self.num_classes}{self._nullable_repr()})"
 
+    def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
+        if _family(array.type) == "string":
+            if self.names is None:
+                raise _Invalid("class names are not declared, so a column of names cannot be read", field, self, None)
+            ids = pc.index_in(array, value_set=pa.array(self.names))
+            unknown = pc.and_(ids.is_null(), array.is_valid())
+            if pc.any(unknown).as_py():
+                row = pc.index(unknown, True).as_py()
+                raise _Invalid("unknown class name", field, self, array[row].as_py(), row)
+            array = ids
+        return super().check_array(array, field)
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            raise _Invalid(f"class id out of range 0..{self.num_classes - 1}", field, self, array[row].as_py(), row)
+
     def encode(self, value: Any, field: str) -> int:
         if isinstance(value, str):
             if value in self._ids:
@@ -286,6 +333,14 @@ class Image(_EncodedFile):
         except (ValueError, OSError) as error:
             raise self._fail(str(error), field, value) from None
         return data
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        for row, data in enumerate(array.to_pylist()):
+            if data is not None:
+                try:
+                    images.sniff_format(data)
+                except ValueError as error:
+                    raise _Invalid(str(error), field, self, data, row) from None
 
     def _to_bytes(self, value: Any) -> bytes:
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -475,6 +530,16 @@ class Sequence(Feature):
         child = self.feature
         return [child.encode_or_null(item, f"{field}[{i}]") for i, item in enumerate(value)]
 
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        for chunk_start, chunk in _chunks(array):
+            try:
+                self.feature.check_array(chunk.flatten(), f"{field}[]")
+            except _Invalid as invalid:
+                if invalid.row is not None:
+                    offsets = chunk.offsets.to_numpy() - chunk.offsets[0].as_py()
+                    invalid.row = chunk_start + int(np.searchsorted(offsets, invalid.row, side="right")) - 1
+                raise
+
     def build_array(self, values: list[Any]) -> pa.Array:
         mask = _null_mask(values)
         lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
@@ -602,6 +667,36 @@ class Features(Mapping[str, Feature]):
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
         return row
 
+    def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
+        """Checks rows already in Arrow form and returns them in this schema.
+
+        Columns are cast safely to the features' Arrow types (no overflow, no
+        truncation) and checked as `encode_example` checks values (class ids in range,
+        complete images, nulls only where allowed).
+
+        Raises:
+          EncodeError: a missing or extra column, or a value that does not fit; names
+            the batch (`key`), the row, the field and the feature.
+        """
+        if not isinstance(batch, (pa.RecordBatch, pa.Table)):
+            raise EncodeError("expected a pyarrow RecordBatch or Table", example=key, got=short_repr(batch))
+        names = batch.schema.names
+        if set(names) != self._names or len(names) != len(self._names):
+            missing = [name for name in self._features if name not in names]
+            extra = [name for name in names if name not in self._names or names.count(name) > 1]
+            problem = f"missing column {missing[0]!r}" if missing else f"unexpected column {extra[0]!r}"
+            raise EncodeError(f"{problem} (the features declare {', '.join(map(repr, self._features))})",
+                              example=key, field=(missing or extra)[0])
+        columns = []
+        for name, feature in self._features.items():
+            try:
+                columns.append(feature.check_array(batch.column(name), name))
+            except _Invalid as invalid:
+                raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=repr(invalid.feature),
+                                  got=None if invalid.value is None else short_repr(invalid.value),
+                                  row=invalid.row) from None
+        return pa.Table.from_arrays(columns, schema=self.arrow_schema())
+
     def build_batch(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
         """Builds a record batch of this schema from rows returned by `encode_example`."""
         columns = [feature.build_array([row[name] for row in rows]) for name, feature in self._features.items()]
@@ -621,6 +716,35 @@ def encode_example(example: Mapping[str, Any], features: Features, *, key: Any =
         names the example, the field, the feature and what it got.
     """
     return features.encode_example(example, key)
+
+
+def _family(arrow_type: pa.DataType) -> str:
+    """Arrow types grouped by what a value means: casts stay inside a family (ints may become floats)."""
+    for family, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer),
+                         ("float", pa.types.is_floating), ("string", pa.types.is_string),
+                         ("string", pa.types.is_large_string), ("binary", pa.types.is_binary),
+                         ("binary", pa.types.is_large_binary), ("binary", pa.types.is_fixed_size_binary),
+                         ("list", pa.types.is_list), ("list", pa.types.is_large_list),
+                         ("list", pa.types.is_fixed_size_list), ("null", pa.types.is_null)):
+        if test(arrow_type):
+            return family
+    return str(arrow_type)
+
+
+def _casts(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> bool:
+    try:
+        array.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
+    """(first row, chunk) of an array or of each chunk of a chunked array."""
+    start = 0
+    for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:
+        yield start, chunk
+        start += len(chunk)
 
 
 def _null_mask(values: list[Any]) -> pa.Array | None:

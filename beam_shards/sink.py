@@ -24,7 +24,7 @@ from beam_shards import fs
 from beam_shards.commit import check_metadata, publish, remove_staging
 from beam_shards.errors import EncodeError
 from beam_shards.features import Features
-from beam_shards.local import split_key
+from beam_shards.local import split_key, write_example
 from beam_shards.manifest import Manifest, new_write_id, staging_dir
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardInfo,
                                 ShardWriter, validate_writer_options)
@@ -72,10 +72,10 @@ class _WriteBundleFn(beam.DoFn):
         if self._writer is None:
             self._writer = self._open_writer(_write_id_or_fallback(write_id))
         try:
-            self._writer.write(self._features.encode_example(example, key))
+            write_example(self._writer, self._features, example, key)
         except EncodeError as error:
             self._discard()
-            if key is None:  # name the example by its first fields; built only on failure
+            if key is None and isinstance(example, dict):  # name it by its first fields, only on failure
                 raise EncodeError(error.reason, example=preview_example(example), field=error.field,
                                   feature=error.feature, got=error.got) from None
             raise
@@ -145,6 +145,10 @@ def _staged_write_id(staged_path: str) -> str:
 
 class WriteToArrowShards(beam.PTransform):
     """Writes a PCollection of examples into a published cache of Arrow shards.
+
+    Elements are example dicts or `(key, dict)` pairs; a pyarrow RecordBatch or Table
+    of examples (or a `(key, batch)` pair) is also accepted and checked column by
+    column, which skips Beam's per-element cost for sources that read in batches.
 
     Each bundle encodes its examples against `features` and writes size-rotated Arrow
     IPC shards into `<path>/_staging/`; one finalize step then gives them their final

@@ -164,6 +164,24 @@ class ShardWriter:
                 or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
             self._flush()
 
+    def write_table(self, table: pa.Table) -> None:
+        """Adds rows already in Arrow form (from `Features.encode_batch`), in record batches.
+
+        The table is cut into batches of at most `batch_size` rows and, by its average
+        row size, about `batch_bytes` bytes; rotation then works as for single rows.
+        """
+        self._flush()
+        total = table.num_rows
+        per_row = max(1, table.nbytes // max(1, total))
+        by_bytes = max(1, self._batch_bytes // per_row)
+        offset = 0
+        while offset < total:
+            rows = min(self._batch_size, by_bytes, total - offset)
+            if self._max_rows is not None:
+                rows = min(rows, self._max_rows - self._shard_rows)
+            self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])
+            offset += rows
+
     def close(self) -> list[ShardInfo]:
         """Writes what is buffered, closes the open shard and returns all shards written."""
         self._flush()
@@ -183,6 +201,9 @@ class ShardWriter:
             return
         batch = self._features.build_batch(self._rows)
         self._rows, self._rows_bytes = [], 0
+        self._write_batch(batch)
+
+    def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
             self._close_shard()
         if self._ipc is None:

@@ -1,0 +1,118 @@
+"""Examples given as pyarrow RecordBatches or Tables: same checks as dicts, no per-row Python."""
+
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from _support import FEATURES, example, options
+from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, ShardedDataset, Value,
+                         WriteToArrowShards, read_metadata, verify, write_shards)
+
+
+def _table(ids) -> pa.Table:
+    rows = [example(i) for i in ids]
+    return pa.Table.from_pylist([{**row, "embedding": row["embedding"].tolist()} for row in rows])
+
+
+def _replace(table: pa.Table, name: str, values: list, type: pa.DataType | None = None) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, pa.array(values, type=type))
+
+
+def _rows(path) -> list[dict]:
+    return sorted(ShardedDataset(str(path), image_mode="bytes"), key=lambda row: row["id"])
+
+
+def test_batches_write_the_same_cache_as_dicts(tmp_path):
+    by_batch = write_shards([_table(range(0, 30)), ("second", _table(range(30, 45)).to_batches()[0])],
+                            str(tmp_path / "batches"), FEATURES, shard_size_bytes=12_000, batch_size=8)
+    write_shards((example(i) for i in range(45)), str(tmp_path / "dicts"), FEATURES)
+    assert by_batch.num_rows == 45 and by_batch.num_shards > 1
+    assert all(s.num_rows <= 8 * 5 for s in by_batch.shards)
+    ours, reference = _rows(tmp_path / "batches"), _rows(tmp_path / "dicts")
+    for a, b in zip(ours, reference):
+        np.testing.assert_array_equal(a.pop("embedding"), b.pop("embedding"))
+        assert a == b
+    assert verify(str(tmp_path / "batches")).ok
+
+
+def test_batches_respect_batch_size_and_max_rows(tmp_path):
+    manifest = write_shards([_table(range(100))], str(tmp_path / "c"), FEATURES, batch_size=7,
+                            max_rows_per_shard=30)
+    assert [s.num_rows for s in manifest.shards] == [30, 30, 30, 10]
+    backend = ArrowBackend.open(str(tmp_path / "c"))
+    batch_rows = {b.num_rows for b in backend.iter_batches()}
+    assert max(batch_rows) <= 7
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda t: t.drop_columns(["caption"]), r"missing column 'caption'"),
+    (lambda t: t.append_column("extra", pa.array(range(len(t)))), r"unexpected column 'extra'"),
+    (lambda t: _replace(t, "label", [i % 12 for i in range(len(t))]), r"row 10 of batch 0, field 'label'.*out of range"),
+    (lambda t: _replace(t, "image", [b if i != 3 else b[:40] for i, b in enumerate(t.column("image").to_pylist())]),
+     r"row 3 of batch 0, field 'image'.*truncated JPEG"),
+    (lambda t: _replace(t, "embedding", [e if i != 5 else e[:3] for i, e in enumerate(t.column("embedding").to_pylist())]),
+     r"row 5 of batch 0, field 'embedding'.*cannot be stored"),
+    (lambda t: _replace(t, "id", [None if i == 4 else i for i in range(len(t))]),
+     r"row 4 of batch 0, field 'id'.*None where a value is required"),
+    (lambda t: _replace(t, "caption", [1.5] * len(t)), r"field 'caption'.*a double column cannot hold"),
+    (lambda t: _replace(t, "id", [float(i) for i in range(len(t))]), r"field 'id'.*a double column cannot hold"),
+    (lambda t: _replace(t, "label", ["seven"] * len(t)), r"field 'label'.*class names are not declared"),
+])
+def test_bad_batches_name_row_field_and_publish_nothing(tmp_path, spoil, message):
+    path = tmp_path / "cache"
+    with pytest.raises(EncodeError, match=message):
+        write_shards([spoil(_table(range(12)))], str(path), FEATURES)
+    assert not os.path.exists(path / "_metadata.json")
+
+
+def test_int_overflow_in_a_batch_is_an_error_not_a_wrap(tmp_path):
+    features = Features({"x": Value("int8")})
+    with pytest.raises(EncodeError, match=r"row 2 of batch 0, field 'x'.*cannot be stored as int8"):
+        write_shards([pa.table({"x": [1, 2, 300]})], str(tmp_path / "c"), features)
+
+
+def test_class_names_in_a_batch_become_ids(tmp_path):
+    features = Features({"label": ClassLabel(names=["cat", "dog"])})
+    write_shards([pa.table({"label": ["dog", "cat"]})], str(tmp_path / "c"), features)
+    assert ArrowBackend.open(str(tmp_path / "c")).take([0, 1]).column("label").to_pylist() == [1, 0]
+    with pytest.raises(EncodeError, match=r"row 1 of batch 0, field 'label'.*unknown class name; got str 'cow'"):
+        write_shards([pa.table({"label": ["dog", "cow"]})], str(tmp_path / "d"), features)
+
+
+def test_images_inside_sequences_are_checked_with_their_row(tmp_path):
+    from _support import jpeg
+
+    features = Features({"frames": Sequence(Image())})
+    good = jpeg(1)
+    table = pa.table({"frames": [[good], [good, good], [good, b"not an image"]]})
+    with pytest.raises(EncodeError, match=r"row 2 of batch 0, field 'frames\[\]'"):
+        write_shards([table], str(tmp_path / "c"), features)
+
+
+def test_sink_accepts_batches_and_dicts_in_one_pcollection(tmp_path):
+    out = tmp_path / "cache"
+
+    def make(part):
+        if part % 2:
+            yield _table(range(part * 20, part * 20 + 20)).to_batches()[0]
+        else:
+            yield from (example(i) for i in range(part * 20, part * 20 + 20))
+
+    with beam.Pipeline(options=options()) as p:
+        (p | beam.Create(range(4)) | beam.FlatMap(make)
+         | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=15_000, batch_size=8))
+    assert read_metadata(str(out)).num_rows == 80
+    assert [row["id"] for row in _rows(out)] == list(range(80))
+
+
+def test_sink_names_the_row_of_a_bad_batch(tmp_path):
+    bad = _replace(_table(range(10)), "label", [3] * 9 + [42])
+    with pytest.raises(Exception, match=r"row 9 of batch 'part-1', field 'label'"):
+        with beam.Pipeline(options=options()) as p:
+            p | beam.Create([0]) | beam.Map(lambda _: ("part-1", bad)) | WriteToArrowShards(str(tmp_path / "c"), FEATURES)
+    assert not os.path.exists(tmp_path / "c" / "_metadata.json")
