@@ -12,20 +12,45 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-from typing import Any, Iterable
+import uuid
+from typing import Any, BinaryIO, Callable, Iterable
 
 from beam_shards import fs
 from beam_shards.errors import BeamShardsError
 from beam_shards.features import Features
 from beam_shards.manifest import (MANIFEST_NAME, STAGING_DIR, Manifest, read_metadata, shard_file_name,
                                   staging_dir, writer_versions)
-from beam_shards.writer import ShardInfo
+from beam_shards.writer import ShardInfo, validate_writer_options
 
 _LOGGER = logging.getLogger(__name__)
 
 
 class PublishError(BeamShardsError):
     """A write cannot be published, such as a staged shard missing from both places."""
+
+
+def check_write(path: str, features: Features, writer_options: dict[str, Any], metadata: Any) -> dict[str, Any]:
+    """Checks the arguments of a write before anything runs; returns the metadata as a dict.
+
+    Raises:
+      TypeError: `features` is not a Features object.
+      ValueError: a bad path, writer option or metadata, naming it.
+    """
+    if not isinstance(features, Features):
+        raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+    fs.check_cache_path(path)
+    validate_writer_options(**writer_options)
+    return check_metadata(metadata)
+
+
+def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
+    """The `open_shard` callback of a ShardWriter staging into `folder`: part-00000.arrow, ..."""
+
+    def open_shard(index: int) -> tuple[str, BinaryIO]:
+        path = fs.join(folder, f"part-{index:05d}.arrow")
+        return path, fs.create(path)
+
+    return open_shard
 
 
 def check_metadata(metadata: Any) -> dict[str, Any]:
@@ -78,7 +103,9 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Sh
             compression=compression, metadata=metadata, writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             previous_write_id=current)
-        fs.write_bytes_atomic(fs.join(path, MANIFEST_NAME), manifest.to_json(), temp_suffix=write_id)
+        # A suffix of its own: two runs of one finalize never share the temporary file.
+        fs.write_bytes_atomic(fs.join(path, MANIFEST_NAME), manifest.to_json(),
+                              temp_suffix=f"{write_id}.{uuid.uuid4().hex[:8]}")
     try:
         _clean_up(path, manifest)
     except Exception:  # the write is published; what is left over is gc's to remove
@@ -106,7 +133,9 @@ def _move_into_place(path: str, staged: list[ShardInfo], names: list[str]) -> No
                 f"staged shard {shard.path} ({shard.num_rows} rows) is gone and {final} "
                 f"{'does not exist' if found[final] is None else f'has {found[final]} bytes, not {shard.num_bytes}'}; "
                 "was the staging folder deleted while the write ran?")
-    fs.rename(sources, destinations)
+    if sources:
+        fs.rename(sources, destinations)
+        fs.sync_dir(destinations[0])
 
 
 def _clean_up(path: str, manifest: Manifest) -> None:
@@ -124,7 +153,8 @@ def abandon(path: str, write_id: str) -> None:
 
 
 def remove_staging(path: str, write_id: str) -> None:
-    """Removes the staging folder of one write, and `_staging/` itself once it is empty."""
+    """Removes what one write staged (its folder, its temporary manifests), and an empty `_staging/`."""
+    fs.delete(sorted(fs.list_dir(path, f"{MANIFEST_NAME}.{write_id}.*.tmp")))
     fs.delete_tree(staging_dir(path, write_id))
     fs.remove_empty_dir(fs.join(path, STAGING_DIR))
 

@@ -16,7 +16,8 @@ import re
 import shutil
 from typing import BinaryIO
 
-_RENAME_SCHEMES = ("", "file", "hdfs")
+# HDFS renames refuse an existing destination, so it takes the single-write path too.
+_RENAME_SCHEMES = ("", "file")
 
 
 def _filesystems():
@@ -62,7 +63,7 @@ def join(base: str, *parts: str) -> str:
 
 
 def has_atomic_rename(path: str) -> bool:
-    """Whether a rename over an existing file is atomic (local disks and HDFS; not object stores)."""
+    """Whether a rename over an existing file is atomic (local disks; not object stores or HDFS)."""
     return scheme(path) in _RENAME_SCHEMES
 
 
@@ -102,7 +103,10 @@ def sizes(paths: list[str]) -> dict[str, int | None]:
             except FileNotFoundError:
                 result[p] = None
         return result
-    found = list_files(paths)
+    # One listing of the folder they share, not a metadata call per object.
+    prefix = scheme(paths[0]) + "://" if "://" in paths[0] else ""
+    folder = prefix + posixpath.commonpath([posixpath.dirname(p[len(prefix):]) for p in paths])
+    found = list_dir(folder, recursive=True)
     return {p: found.get(p) for p in paths}
 
 
@@ -163,6 +167,11 @@ def write_bytes_atomic(path: str, data: bytes, temp_suffix: str) -> None:
     if is_local(path):
         _fsync(local_path(temp))
     rename([temp], [path])
+    sync_dir(path)
+
+
+def sync_dir(path: str) -> None:
+    """Makes renames into the folder of local `path` durable; nothing to do on object stores."""
     if is_local(path):
         _fsync(os.path.dirname(os.path.abspath(local_path(path))))
 
@@ -184,15 +193,21 @@ def delete(paths: list[str]) -> None:
     """Deletes files or folders, ignoring those already gone."""
     from apache_beam.io.filesystem import BeamIOError
 
+    remote = [path for path in paths if not is_local(path)]
     for path in paths:
         if is_local(path):
             _delete_local(local_path(path))
-            continue
-        try:
-            _filesystems().delete([path])
-        except BeamIOError:
-            if _filesystems().exists(path):
-                raise
+    if not remote:
+        return
+    try:
+        _filesystems().delete(remote)  # one batched call where the store has one
+    except BeamIOError:
+        for path in remote:
+            try:
+                _filesystems().delete([path])
+            except BeamIOError:
+                if _filesystems().exists(path):
+                    raise
 
 
 def _delete_local(path: str) -> None:

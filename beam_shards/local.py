@@ -11,12 +11,11 @@ import filelock
 import pyarrow as pa
 
 from beam_shards import fs
-from beam_shards.commit import abandon, check_metadata, publish
+from beam_shards.commit import abandon, check_write, publish, staged_shards
 from beam_shards.features import Features
 from beam_shards.manifest import LOCK_NAME, Manifest, new_write_id, staging_dir
 from beam_shards.progress import Progress
-from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
-                                validate_writer_options)
+from beam_shards.writer import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -82,11 +81,9 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
       EncodeError: an example does not match `features` (names the example and field).
       ValueError: an option is out of range.
     """
-    validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-    fs.check_cache_path(path)
-    metadata = check_metadata(metadata)
-    if not isinstance(features, Features):
-        raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+    options = dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
+                   batch_size=batch_size, batch_bytes=batch_bytes, compression=compression)
+    metadata = check_write(path, features, options, metadata)
     if fs.is_local(path):
         created = not os.path.exists(fs.local_path(path))
         os.makedirs(fs.local_path(path), exist_ok=True)
@@ -97,9 +94,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
         if lock is not None:
             lock.acquire()
         try:
-            return _write(examples, path, features, metadata, progress,
-                          dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
-                               batch_size=batch_size, batch_bytes=batch_bytes, compression=compression))
+            return _write(examples, path, features, metadata, progress, options)
         finally:
             if lock is not None:
                 lock.release()
@@ -112,13 +107,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
 def _write(examples: Iterable[Any], path: str, features: Features, metadata: dict[str, Any],
            progress: bool | None, options: dict[str, Any]) -> Manifest:
     write_id = new_write_id()
-    staging = staging_dir(path, write_id)
-
-    def open_shard(index: int):
-        shard_path = fs.join(staging, f"part-{index:05d}.arrow")
-        return shard_path, fs.create(shard_path)
-
-    writer = ShardWriter(features, open_shard, **options)
+    writer = ShardWriter(features, staged_shards(staging_dir(path, write_id)), **options)
     meter = Progress(path, enabled=progress)
     try:
         for position, item in enumerate(examples):

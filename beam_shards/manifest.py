@@ -36,6 +36,10 @@ def new_write_id() -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
+def is_write_id(text: Any) -> bool:
+    return isinstance(text, str) and _WRITE_ID.match(text) is not None
+
+
 def shard_file_name(write_id: str, index: int, count: int) -> str:
     return f"shard-{write_id}-{index:05d}-of-{count:05d}.arrow"
 
@@ -105,6 +109,9 @@ class Manifest:
     @property
     def schema_fingerprint(self) -> str:
         return self.features.fingerprint()
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.write_id))
 
     def shard_path(self, index: int) -> str:
         return fs.join(self.path, self.shards[index].path)
@@ -246,6 +253,11 @@ def check_shard_sizes(manifest: Manifest) -> list[str]:
         if size is None:
             problems.append(f"shard {shard.path} is missing")
         elif size != shard.num_bytes:
-            problems.append(f"shard {shard.path} has {size} bytes, the manifest says {shard.num_bytes} "
-                            f"({'truncated' if size < shard.num_bytes else 'altered'})")
+            problems.append(size_problem(f"shard {shard.path}", size, shard.num_bytes))
     return problems
+
+
+def size_problem(what: str, size: int, expected: int) -> str:
+    """The message for a shard whose size on disk is not the manifest's."""
+    return (f"{what} has {size} bytes, the manifest says {expected} "
+            f"({'truncated' if size < expected else 'altered'})")

@@ -21,13 +21,13 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import fs
-from beam_shards.commit import check_metadata, publish, remove_staging
+from beam_shards.commit import check_write, publish, remove_staging, staged_shards
 from beam_shards.errors import EncodeError
 from beam_shards.features import Features
 from beam_shards.local import split_key, write_example
-from beam_shards.manifest import Manifest, new_write_id, staging_dir
+from beam_shards.manifest import Manifest, is_write_id, new_write_id, staging_dir
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardInfo,
-                                ShardWriter, validate_writer_options)
+                                ShardWriter)
 
 _LOGGER = logging.getLogger(__name__)
 METRICS_NAMESPACE = "beam_shards"
@@ -67,6 +67,10 @@ class _WriteBundleFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._writer: ShardWriter | None = None
 
+    def teardown(self) -> None:
+        # A step fused before this one failed mid-bundle: drop what this attempt staged.
+        self._discard()
+
     def process(self, element: Any, write_id: Any) -> None:
         key, example = split_key(element, None)
         if self._writer is None:
@@ -85,12 +89,7 @@ class _WriteBundleFn(beam.DoFn):
 
     def _open_writer(self, write_id: str) -> ShardWriter:
         attempt = fs.join(staging_dir(self._path, write_id), uuid.uuid4().hex)
-
-        def open_shard(index: int):
-            path = fs.join(attempt, f"part-{index:05d}.arrow")
-            return path, fs.create(path)
-
-        return ShardWriter(self._features, open_shard, **self._writer_options)
+        return ShardWriter(self._features, staged_shards(attempt), **self._writer_options)
 
     def _discard(self) -> None:
         # A failed attempt removes what it staged; the runner may retry the bundle.
@@ -175,6 +174,10 @@ class WriteToArrowShards(beam.PTransform):
       batch_bytes: bytes per record batch at most (bounds a bundle's memory).
       compression: None, "zstd" or "lz4".
       metadata: free JSON-serializable metadata stored in the manifest.
+      write_id: the id of this write, from `beam_shards.manifest.new_write_id()`; by
+        default one is made when the pipeline runs. Give one to clean up after a failed
+        run yourself (`beam_shards.commit.abandon(path, write_id)`); it must be new for
+        every run, or finalize takes the run for a retry of the published one.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`.
@@ -188,20 +191,24 @@ class WriteToArrowShards(beam.PTransform):
     def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
                  max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
-                 metadata: dict[str, Any] | None = None):
+                 metadata: dict[str, Any] | None = None, write_id: str | None = None):
         super().__init__()
-        if not isinstance(features, Features):
-            raise TypeError(f"features must be a Features object; got {type(features).__name__}")
-        validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._path = fs.check_cache_path(path)
-        self._features = features
         self._writer_options = dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
                                     batch_size=batch_size, batch_bytes=batch_bytes, compression=compression)
-        self._metadata = check_metadata(metadata)
+        self._metadata = check_write(path, features, self._writer_options, metadata)
+        if write_id is not None and not is_write_id(write_id):
+            raise ValueError(f"write_id must look like one from beam_shards.manifest.new_write_id(); got {write_id!r}")
+        self._path = path
+        self._features = features
+        self._write_id = write_id
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest]:
+        if not pcoll.is_bounded:
+            raise ValueError("WriteToArrowShards publishes one cache once its input ends: it needs a bounded "
+                             "PCollection (window an unbounded one into files with another sink)")
         do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
-        write_id = do_once | "NewWriteId" >> beam.Map(lambda _: new_write_id())
+        given = self._write_id
+        write_id = do_once | "NewWriteId" >> beam.Map(lambda _: given or new_write_id())
         if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
             # Shard results are emitted in the global window; finalize reads them all.
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from beam_shards import fs
 from beam_shards.backend import read_shard_batches
 from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
-from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.manifest import Manifest, read_metadata, size_problem
 
 _CHUNK = 8 << 20
 
@@ -78,8 +78,7 @@ def check_shard(manifest: Manifest, shard_id: int) -> list[str]:
         return [f"shard {entry.path} cannot be read: {error}"]
     problems = []
     if size != entry.num_bytes:
-        problems.append(f"shard {entry.path} has {size} bytes, the manifest says {entry.num_bytes} "
-                        f"({'truncated' if size < entry.num_bytes else 'altered'})")
+        problems.append(size_problem(f"shard {entry.path}", size, entry.num_bytes))
     checksum = f"crc32:{crc:08x}"
     if checksum != entry.checksum:
         problems.append(f"shard {entry.path} has checksum {checksum}, the manifest says {entry.checksum}")

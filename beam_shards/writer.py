@@ -8,6 +8,7 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 from __future__ import annotations
 
 import dataclasses
+import os
 import zlib
 from typing import Any, BinaryIO, Callable
 
@@ -74,8 +75,9 @@ class _ChecksumStream:
         return f"crc32:{self.crc:08x}"
 
 
-def validate_writer_options(shard_size_bytes: int, max_rows_per_shard: int | None, batch_size: int,
-                            batch_bytes: int, compression: str | None) -> None:
+def validate_writer_options(shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None,
+                            batch_size: int = DEFAULT_BATCH_SIZE, batch_bytes: int = DEFAULT_BATCH_BYTES,
+                            compression: str | None = None) -> None:
     """Raises ValueError naming the first option out of range."""
     if not isinstance(shard_size_bytes, int) or shard_size_bytes < 1:
         raise ValueError(f"shard_size_bytes must be a positive int; got {shard_size_bytes!r}")
@@ -87,6 +89,16 @@ def validate_writer_options(shard_size_bytes: int, max_rows_per_shard: int | Non
         raise ValueError(f"batch_bytes must be a positive int; got {batch_bytes!r}")
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}; got {compression!r}")
+
+
+def _sync(stream: BinaryIO) -> None:
+    """Flushes `stream` to disk where it is a local file, so a published shard survives a crash."""
+    try:
+        stream.flush()
+        fileno = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a local file: an object-store upload commits on close
+    os.fsync(fileno)
 
 
 class ShardWriter:
@@ -150,6 +162,10 @@ class ShardWriter:
         self._written_on_disk = 0
         self.shards: list[ShardInfo] = []
         self.paths: list[str] = []
+
+    def __repr__(self) -> str:
+        return (f"ShardWriter(shards={len(self.shards)}, shard_size_bytes={self._shard_size}, "
+                f"batch_size={self._batch_size}, buffered_rows={len(self._rows)})")
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
         """Adds one encoded row (from `Features.encode_example`)."""
@@ -235,6 +251,7 @@ class ShardWriter:
         if self._ipc is None:
             return
         self._ipc.close()
+        _sync(self._raw)
         self._raw.close()
         self.shards.append(ShardInfo(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
         self._raw = self._stream = self._ipc = None

@@ -312,3 +312,40 @@ def test_windowed_input_is_written_whole(tmp_path):
          | beam.WindowInto(window.FixedWindows(10))
          | WriteToArrowShards(str(out), FEATURES))
     _assert_exactly_once_and_clean(out, range(60))
+
+
+def test_failure_upstream_in_the_same_bundle_leaves_no_staged_files(tmp_path):
+    """A step fused before the sink fails after the sink staged shards: teardown drops them."""
+    out = tmp_path / "cache"
+    with pytest.raises(Exception, match="injected failure"):
+        _write(out, transform=beam.ParDo(_FailAfter(80)), num_parts=1, shard_size_bytes=5_000)
+    staged = [f for _, _, files in os.walk(out / STAGING_DIR) for f in files] if os.path.exists(out / STAGING_DIR) else []
+    assert staged == []
+
+
+def test_given_write_id_lets_the_caller_clean_up_a_failed_run(tmp_path):
+    from beam_shards.commit import abandon
+    from beam_shards.manifest import new_write_id
+
+    out = tmp_path / "cache"
+    write_id = new_write_id()
+    with pytest.raises(Exception, match="injected failure"):
+        _write(out, "--direct_num_workers=2", "--direct_running_mode=multi_processing", num_parts=6,
+               transform=beam.Reshuffle() | beam.ParDo(_FailAfter(550)), write_id=write_id)
+    abandon(str(out), write_id)
+    assert not os.path.exists(out / STAGING_DIR)
+    assert not os.path.exists(out / "_metadata.json")
+    with pytest.raises(ValueError, match="write_id must look like"):
+        WriteToArrowShards(str(out), FEATURES, write_id="mine")
+
+
+def test_unbounded_input_is_refused_at_construction(tmp_path):
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    opts = options()
+    opts.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=opts)
+    source = p | beam.Create([1])
+    source.is_bounded = False
+    with pytest.raises(ValueError, match="needs a bounded PCollection"):
+        source | WriteToArrowShards(str(tmp_path / "c"), FEATURES)
