@@ -12,7 +12,9 @@ import os
 import zlib
 from typing import Any, BinaryIO, Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards.features import Features, row_nbytes
 
@@ -89,6 +91,34 @@ def validate_writer_options(shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, ma
         raise ValueError(f"batch_bytes must be a positive int; got {batch_bytes!r}")
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression must be one of {COMPRESSIONS}; got {compression!r}")
+
+
+def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
+    """About how many bytes each row of `table` takes, from its offsets and fixed widths."""
+    sizes = np.full(table.num_rows, 8, dtype=np.int64)
+    for column in table.columns:
+        sizes += _column_nbytes(column)
+    return sizes
+
+
+def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind) \
+            or pa.types.is_large_string(kind):
+        return _int64(pc.binary_length(column).fill_null(0)) + 8
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.value_type.bit_width // 8 if pa.types.is_primitive(kind.value_type) else 8
+        return np.full(len(column), kind.list_size * max(1, width), dtype=np.int64)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = _int64(pc.list_value_length(column).fill_null(0))
+        running = np.concatenate([[0], np.cumsum(_column_nbytes(pc.list_flatten(column)))])
+        ends = np.cumsum(lengths)
+        return running[ends] - running[ends - lengths] + 8
+    return np.full(len(column), max(1, kind.bit_width // 8), dtype=np.int64)
+
+
+def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(array.to_numpy(), dtype=np.int64)
 
 
 def _sync(stream: BinaryIO) -> None:
@@ -183,16 +213,17 @@ class ShardWriter:
     def write_table(self, table: pa.Table) -> None:
         """Adds rows already in Arrow form (from `Features.encode_batch`), in record batches.
 
-        The table is cut into batches of at most `batch_size` rows and, by its average
-        row size, about `batch_bytes` bytes; rotation then works as for single rows.
+        The table is cut into batches as rows are: at most `batch_size` rows and
+        `batch_bytes` bytes (a row larger than that is a batch of its own), measured
+        per row from the Arrow offsets; rotation then works as for single rows.
         """
         self._flush()
         total = table.num_rows
-        per_row = max(1, table.nbytes // max(1, total))
-        by_bytes = max(1, self._batch_bytes // per_row)
+        ends = np.concatenate([[0], np.cumsum(arrow_row_nbytes(table))])
         offset = 0
         while offset < total:
-            rows = min(self._batch_size, by_bytes, total - offset)
+            fit = int(np.searchsorted(ends, ends[offset] + self._batch_bytes, side="right")) - 1 - offset
+            rows = min(self._batch_size, max(1, fit), total - offset)
             if self._max_rows is not None:
                 rows = min(rows, self._max_rows - self._shard_rows)
             self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])

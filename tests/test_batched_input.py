@@ -116,3 +116,29 @@ def test_sink_names_the_row_of_a_bad_batch(tmp_path):
         with beam.Pipeline(options=options()) as p:
             p | beam.Create([0]) | beam.Map(lambda _: ("part-1", bad)) | WriteToArrowShards(str(tmp_path / "c"), FEATURES)
     assert not os.path.exists(tmp_path / "c" / "_metadata.json")
+
+
+def test_a_huge_row_in_a_batch_gets_a_shard_of_its_own(tmp_path):
+    features = Features({"id": Value("int64"), "blob": Value("binary")})
+    blobs = [b"x" * 100] * 500
+    blobs[250] = b"y" * 400_000
+    table = pa.table({"id": list(range(500)), "blob": blobs})
+    manifest = write_shards([table], str(tmp_path / "c"), features, shard_size_bytes=100_000, batch_size=1000)
+    backend = ArrowBackend.open(str(tmp_path / "c"))
+    offsets = backend.shard_offsets
+    [huge_shard] = [i for i in range(manifest.num_shards) if offsets[i] <= 250 < offsets[i + 1]]
+    assert manifest.shards[huge_shard].num_rows == 1
+    assert all(s.num_bytes <= 100_000 for i, s in enumerate(manifest.shards) if i != huge_shard)
+
+
+def test_row_sizes_follow_the_arrow_offsets():
+    from beam_shards.writer import arrow_row_nbytes
+
+    table = FEATURES.encode_batch(_table(range(3)))
+    expected = []
+    for i in range(3):
+        row = example(i)
+        tags = sum(len(t) + 8 for t in row["tags"]) + 8
+        # row, id, image, label, embedding (8 float32), caption, tags
+        expected.append(8 + 8 + len(row["image"]) + 8 + 8 + 8 * 4 + len(row["caption"]) + 8 + tags)
+    assert arrow_row_nbytes(table).tolist() == expected
