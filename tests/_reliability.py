@@ -15,7 +15,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -47,6 +47,16 @@ def leftovers(path: str) -> list[str]:
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):
         keep |= {shard.path for shard in read_metadata(path, check_files=False).shards}
     return sorted(set(os.listdir(path)) - keep)
+
+
+def edit_manifest(path: str, edit: Callable[[dict], None]) -> None:
+    """Rewrites the manifest at `path` after `edit` changed its JSON data in place."""
+    where = os.path.join(path, MANIFEST_NAME)
+    with open(where) as handle:
+        data = json.load(handle)
+    edit(data)
+    with open(where, "w") as handle:
+        json.dump(data, handle)
 
 
 def assert_clean_cache(path: str) -> None:
