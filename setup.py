@@ -26,6 +26,7 @@ setuptools.setup(
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",
             "torch==2.13.0",
+            "grain>=0.2.10",
         ],
     },
     entry_points={"console_scripts": ["beam-shards=beam_shards.cli:main"]},
