@@ -2,8 +2,8 @@
 examples before the sink (skipping bad ones with `--skip_bad`), and the final report.
 
 A pipeline module builds an argument parser with `make_parser`, reads its flags with
-`parse_args` (every flag it does not know goes to Beam's `PipelineOptions`), turns
-its input into `(where, example)` pairs, and hands them to `write_cache`. `where`
+`parse_args` (every flag it does not know goes to Beam's `PipelineOptions`), and gives
+`run_pipeline` a function that turns its input into `(where, example)` pairs. `where`
 names the input ("data.csv, line 7"), so every error says which file and row it was.
 """
 
@@ -12,13 +12,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.pvalue import AsSingleton, TaggedOutput
@@ -26,14 +28,19 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from beam_shards import fs
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
 from beam_shards.cli import human_size, positive_int
+from beam_shards.commit import abandon
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.manifest import Manifest, new_write_id, read_metadata
 from beam_shards.sink import METRICS_NAMESPACE, WriteToArrowShards
 from beam_shards.writer import COMPRESSIONS, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from pipelines.runners import local_output_problem
+
+_LOGGER = logging.getLogger(__name__)
 
 DEFAULT_RUNNER = "FnApiRunner"
 _BAD = "bad"
+_WORKER_ERROR = re.compile(r"^(?:pipelines|beam_shards)\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -46,6 +53,8 @@ locally on the FnApiRunner (add --direct_num_workers=N --direct_running_mode=mul
 to use N processes). The same command runs on Dataflow or Flink with their flags, e.g.
   --runner=DataflowRunner --project=PROJECT --region=REGION --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
   --runner=FlinkRunner --flink_master=HOST:PORT --environment_type=LOOPBACK
+A local --output needs every worker on this machine (a local runner, or LOOPBACK);
+with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 """
 
 
@@ -72,6 +81,34 @@ class Malformed:
 
     def __repr__(self) -> str:
         return f"Malformed({self.reason!r})"
+
+
+class Rows:
+    """Stands for several examples at once in the `(where, example)` stream: rows in Arrow form.
+
+    `write_cache` checks the columns against the features all at once
+    (`Features.encode_batch`) and hands them to the sink whole. When they do not fit,
+    it encodes the rows from `one_by_one()` one at a time instead, so a bad row is
+    named, and with `--skip_bad` skipped alone.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> Rows(pa.table({"n": [1, 2]}), lambda: iter([("f, row 0", {"n": 1}), ("f, row 1", {"n": 2})]))
+        Rows(2 rows)
+
+    Args:
+      table: a pyarrow Table or RecordBatch with a column per feature.
+      one_by_one: returns an iterator of the same rows as `(where, example)` pairs; it
+        must pickle (a module-level function or a `functools.partial` of one), since
+        Beam may ship a `Rows` between workers.
+    """
+
+    def __init__(self, table: pa.Table | pa.RecordBatch, one_by_one: Callable[[], Iterator[tuple[str, Any]]]):
+        self.table = table
+        self.one_by_one = one_by_one
+
+    def __repr__(self) -> str:
+        return f"Rows({self.table.num_rows} rows)"
 
 
 def parse_size(text: str) -> int:
@@ -133,6 +170,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
     if standard.runner is None:
         # Beam's own default, the DirectRunner, would start (and may download) Prism.
         standard.runner = DEFAULT_RUNNER
+    problem = local_output_problem(args.output, options)
+    if problem:
+        parser.error(problem)
     return args, options
 
 
@@ -148,8 +188,8 @@ def load_features(parser: argparse.ArgumentParser, path: str) -> Features:
 
 
 def input_uri(path: str) -> str:
-    """A path or pattern workers can use: local paths made absolute, URIs as they are."""
-    return os.path.abspath(path) if fs.is_local(path) else path
+    """A path or pattern workers can use: local paths (file:// ones too) made absolute, other URIs as they are."""
+    return os.path.abspath(fs.local_path(path)) if fs.is_local(path) else path
 
 
 class _EncodeFn(beam.DoFn):
@@ -161,6 +201,20 @@ class _EncodeFn(beam.DoFn):
         self._bad = Metrics.counter(METRICS_NAMESPACE, "bad_inputs")
 
     def process(self, element: tuple[str, Any]):
+        where, example = element
+        if not isinstance(example, Rows):
+            yield from self._encode(element)
+            return
+        try:
+            table = self._features.encode_batch(example.table, where)
+        except EncodeError:
+            # One row at a time instead, so the bad row is named, or skipped alone.
+            for item in example.one_by_one():
+                yield from self._encode(item)
+            return
+        yield where, table
+
+    def _encode(self, element: tuple[str, Any]):
         where, example = element
         try:
             if isinstance(example, Malformed):
@@ -182,28 +236,50 @@ def _record_bad_inputs(records: list[dict[str, Any]], path: str, manifest: Manif
 
 
 def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features,
-                metadata: dict[str, Any]) -> beam.PCollection:
+                metadata: dict[str, Any], write_id: str | None = None) -> beam.PCollection:
     """Checks `(where, example)` pairs against `features` and writes the cache at `args.output`.
 
-    Each example is fully read and encoded before the sink sees it, so the published
-    cache never holds part of one. Skipped inputs are listed beside the cache once it
-    is published. Returns the PCollection holding the published `Manifest`.
+    An example may be a `Rows` of several. Each is fully read and encoded before the
+    sink sees it, so the published cache never holds part of one. Skipped inputs are
+    listed beside the cache once it is published. `write_id` is the sink's (a fresh
+    one by default). Returns the PCollection holding the published `Manifest`.
     """
     checked = examples | "Encode" >> beam.ParDo(_EncodeFn(features, args.skip_bad)).with_outputs(_BAD, main="rows")
     manifest = checked.rows | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
-        compression=args.compression, metadata=metadata)
+        compression=args.compression, metadata=metadata, write_id=write_id)
     _ = (checked[_BAD]
          | "CollectBadInputs" >> beam.combiners.ToList()
          | "ListBadInputs" >> beam.Map(_record_bad_inputs, args.output, AsSingleton(manifest)))
     return manifest
 
 
-def run_pipeline(options: PipelineOptions, build: Callable[[beam.Pipeline], Any], output: str) -> Manifest:
-    """Runs the pipeline `build` makes and returns the manifest it published at `output`."""
-    with beam.Pipeline(options=options) as pipeline:
-        build(pipeline)
-    return read_metadata(output, check_files=False)
+def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
+                 read: Callable[[beam.Pipeline], beam.PCollection], features: Features,
+                 metadata: dict[str, Any]) -> Manifest:
+    """Runs `read` (which adds the steps making `(where, example)` pairs) into `write_cache`.
+
+    Returns the manifest published at `args.output`. When the pipeline fails, what its
+    bundles staged is removed before the error is raised again, so a failed conversion
+    leaves nothing behind but the previous cache.
+    """
+    write_id = new_write_id()
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            write_cache(read(pipeline), args, features, metadata, write_id)
+    except Exception:
+        # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
+        _abandon_quietly(args.output, write_id)
+        raise
+    return read_metadata(args.output, check_files=False)
+
+
+def _abandon_quietly(output: str, write_id: str) -> None:
+    try:
+        abandon(output, write_id)
+    except Exception:  # must not hide the error that failed the pipeline
+        _LOGGER.warning("beam_shards: could not remove the staged files of failed write %s at %s "
+                        "(`beam-shards gc %s` removes them)", write_id, output, output, exc_info=True)
 
 
 def report(manifest: Manifest) -> str:
@@ -230,12 +306,24 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
     try:
         manifest = run(argv)
     except BeamShardsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        if isinstance(error, BadInputError):
-            print("(add --skip_bad to skip bad inputs and list them beside the cache)", file=sys.stderr)
-        return 1
+        return _print_error(str(error), isinstance(error, BadInputError))
+    except Exception as error:
+        # Runners with workers in other processes raise an error of their own that holds
+        # the worker's traceback; show the error it ends with, as if raised here.
+        found = _WORKER_ERROR.findall(str(error))
+        if not found:
+            raise
+        name, message = found[-1]
+        return _print_error(message, name == BadInputError.__name__)
     print(report(manifest))
     return 0
+
+
+def _print_error(message: str, bad_input: bool) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    if bad_input:
+        print("(add --skip_bad to skip bad inputs and list them beside the cache)", file=sys.stderr)
+    return 1
 
 
 def run_script(module_name: str) -> None:

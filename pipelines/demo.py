@@ -114,14 +114,13 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         parser.error(f"--image_size must be at least 8 pixels; got {args.image_size}")
     num_chunks = -(-args.num_examples // _CHUNK)
 
-    def build(pipeline: beam.Pipeline) -> None:
-        examples = (pipeline
-                    | "Chunks" >> beam.Create(range(num_chunks))
-                    | "Spread" >> beam.Reshuffle()
-                    | "Draw" >> beam.FlatMap(_examples, args.num_examples, args.image_size))
-        common.write_cache(examples, args, FEATURES, {"pipeline": "demo", "num_examples": args.num_examples})
+    def read(pipeline: beam.Pipeline) -> beam.PCollection:
+        return (pipeline
+                | "Chunks" >> beam.Create(range(num_chunks))
+                | "Spread" >> beam.Reshuffle()
+                | "Draw" >> beam.FlatMap(_examples, args.num_examples, args.image_size))
 
-    return common.run_pipeline(options, build, args.output)
+    return common.run_pipeline(options, args, read, FEATURES, {"pipeline": "demo", "num_examples": args.num_examples})
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -97,15 +96,14 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     extensions = frozenset("." + e.strip().lower().lstrip(".") for e in args.extensions.split(",") if e.strip())
     features = features_for(names)
 
-    def build(pipeline: beam.Pipeline) -> Any:
-        examples = (pipeline
-                    | "ListFiles" >> fileio.MatchFiles(prefix + "**")
-                    | "Paths" >> beam.Map(lambda metadata: metadata.path)
-                    | "Spread" >> beam.Reshuffle()
-                    | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions))
-        common.write_cache(examples, args, features, {"pipeline": "image_folder", "input": args.input})
+    def read(pipeline: beam.Pipeline) -> beam.PCollection:
+        return (pipeline
+                | "ListFiles" >> fileio.MatchFiles(prefix + "**")
+                | "Paths" >> beam.Map(lambda metadata: metadata.path)
+                | "Spread" >> beam.Reshuffle()
+                | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions))
 
-    return common.run_pipeline(options, build, args.output)
+    return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input})
 
 
 if __name__ == "__main__":

@@ -228,11 +228,10 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
         except FeatureError as error:
             parser.error(f"cannot infer the features of {files[0]}: {error}")
 
-    def build(pipeline: beam.Pipeline) -> None:
-        examples = (pipeline
-                    | "Manifests" >> beam.Create(files)
-                    | "ReadRows" >> beam.ParDo(_ReadManifestFn(tabular, features))
-                    | "Spread" >> beam.Reshuffle())
-        common.write_cache(examples, args, features, {"pipeline": tabular.name, "input": args.input})
+    def read(pipeline: beam.Pipeline) -> beam.PCollection:
+        return (pipeline
+                | "Manifests" >> beam.Create(files)
+                | "ReadRows" >> beam.ParDo(_ReadManifestFn(tabular, features))
+                | "Spread" >> beam.Reshuffle())
 
-    return common.run_pipeline(options, build, args.output)
+    return common.run_pipeline(options, args, read, features, {"pipeline": tabular.name, "input": args.input})

@@ -66,8 +66,48 @@ def test_unknown_flags_go_to_beam_and_the_default_runner_is_fnapi():
     assert (beam_options.view_as(StandardOptions).runner, cloud.project, cloud.region) == (
         "DataflowRunner", "proj", "europe-west4")
 
-    _, beam_options = common.parse_args(parser, ["--output", "o", "--runner=FlinkRunner", "--flink_master=host:8081"])
+    _, beam_options = common.parse_args(parser, ["--output", "o", "--runner=FlinkRunner", "--flink_master=host:8081",
+                                                 "--environment_type=LOOPBACK"])
     assert beam_options.view_as(FlinkRunnerOptions).flink_master == "host:8081"
+
+
+@pytest.mark.parametrize("output, runner_flags", [
+    ("./demo_cache", ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/tmp"]),
+    ("file:///shared/cache", ["--runner=dataflow"]),
+    ("/shared/cache", ["--runner=FlinkRunner", "--flink_master=host:8081"]),
+    ("/shared/cache", ["--runner=FlinkRunner", "--flink_master=host:8081", "--environment_type=DOCKER"]),
+    ("/shared/cache", ["--runner=FlinkRunner", "--environment_type=PROCESS"]),
+    ("/shared/cache", ["--runner=PortableRunner", "--job_endpoint=host:8099"]),
+    ("/shared/cache", ["--runner=PortableRunner", "--environment_type=EXTERNAL", "--environment_config=host:50000"]),
+    ("/shared/cache", ["--runner=SparkRunner", "--spark_master_url=spark://host:7077"]),
+])
+def test_a_local_output_with_remote_workers_is_rejected_up_front(output, runner_flags, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        common.parse_args(common.make_parser("x", "test"), ["--output", output, *runner_flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--output {output} is a folder on this machine" in err and "gs://" in err
+    assert ("--environment_type=LOOPBACK" in err) == ("Dataflow" not in runner_flags[0] and "dataflow" not in runner_flags[0])
+
+
+@pytest.mark.parametrize("output, runner_flags", [
+    ("./demo_cache", []),
+    ("./demo_cache", ["--runner=FnApiRunner", "--direct_num_workers=2"]),
+    ("./demo_cache", ["--runner=DirectRunner"]),
+    ("./demo_cache", ["--runner=BundleBasedDirectRunner"]),
+    ("./demo_cache", ["--runner=PrismRunner"]),
+    ("./demo_cache", ["--runner=apache_beam.runners.portability.fn_api_runner.FnApiRunner"]),
+    ("/shared/cache", ["--runner=FlinkRunner", "--flink_master=host:8081", "--environment_type=LOOPBACK"]),
+    ("/shared/cache", ["--runner=FlinkRunner"]),  # an embedded local Flink defaults to LOOPBACK
+    ("/shared/cache", ["--runner=SparkRunner"]),  # so does a local[4] Spark
+    ("/shared/cache", ["--runner=PortableRunner", "--environment_type=loopback"]),
+    ("/shared/cache", ["--runner=PortableRunner", "--environment_type=EXTERNAL", "--environment_config=localhost:50000"]),
+    ("gs://bucket/cache", ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/tmp"]),
+    ("s3://bucket/cache", ["--runner=FlinkRunner", "--flink_master=host:8081", "--environment_type=DOCKER"]),
+])
+def test_local_runners_and_shared_outputs_are_accepted(output, runner_flags):
+    args, _ = common.parse_args(common.make_parser("x", "test"), ["--output", output, *runner_flags])
+    assert args.output == output
 
 
 @pytest.mark.parametrize("flag", [["--shard_size", "lots"], ["--batch_size", "0"], ["--compression", "gzip"]])
@@ -307,7 +347,7 @@ def test_jsonl_bad_row_fails_naming_file_and_line(manifest_dir, tmp_path, bad_li
     with pytest.raises(common.BadInputError) as error:
         jsonl.run(["--input", str(data / "train.jsonl"), "--output", str(out), "--features",
                    str(tmp_path / "features.json")])
-    assert f"train.jsonl, line 3" in str(error.value) and expected in str(error.value)
+    assert "train.jsonl, line 3" in str(error.value) and expected in str(error.value)
     assert not (out / MANIFEST_NAME).exists()
 
 
@@ -406,6 +446,27 @@ def test_uninferable_manifest_is_a_usage_error(tmp_path, capsys):
     assert "no file matches" in capsys.readouterr().err
 
 
+def test_input_uri_keeps_paths_usable():
+    assert common.input_uri("data/a.csv") == os.path.join(os.getcwd(), "data", "a.csv")
+    assert common.input_uri("file:///tmp/a b/*.csv") == "/tmp/a b/*.csv"
+    assert common.input_uri("gs://bucket/a.csv") == "gs://bucket/a.csv"
+
+
+def test_file_uri_inputs_are_read(manifest_dir, image_tree, tmp_path):
+    data, images = manifest_dir
+    rows = _jsonl_rows(images)
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    manifest = jsonl.run(["--input", f"file://{data / 'train.jsonl'}", "--output", str(tmp_path / "out"),
+                          "--label_column", "label"])
+    assert manifest.num_rows == len(rows)
+    assert {row["image"] for row in rows_by(str(tmp_path / "out"), "caption").values()} == {
+        payload for _, payload in images.values()}
+
+    root, files = image_tree
+    manifest = image_folder.run(["--input", f"file://{root}", "--output", str(tmp_path / "folder")])
+    assert set(rows_by(str(tmp_path / "folder"), "path")) == set(files)
+
+
 # --- parquet ----------------------------------------------------------------------------
 
 def _hf_metadata(names: list[str]) -> dict:
@@ -483,6 +544,104 @@ def test_parquet_features_from_arrow_types():
         parquet.infer_features(pa.schema([pa.field("when", pa.timestamp("s"))]))
 
 
+@pytest.mark.parametrize("arrow_type", [pa.timestamp("ms"), pa.list_(pa.date32()), pa.map_(pa.string(), pa.int8())])
+def test_parquet_unsupported_type_says_what_works(tmp_path, capsys, arrow_type):
+    table = pa.table({"n": [1, 2], "when": pa.array([None, None], arrow_type)})
+    pq.write_table(table, tmp_path / "part.parquet")
+    argv = ["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit_info:
+        parquet.run(argv)
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.splitlines()[-1]
+    assert f"column 'when' has Arrow type {pq.read_schema(tmp_path / 'part.parquet').field('when').type}" in message
+    assert "--columns" in message and "cast it upstream" in message and "--features" not in message
+
+    # What the message says works: leaving the column out.
+    manifest = parquet.run(argv + ["--columns", "n"])
+    assert manifest.num_rows == 2 and list(manifest.features) == ["n"]
+
+
+def _labelled_images(count: int) -> pa.Table:
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    return pa.table({
+        "image": pa.array([{"bytes": jpeg(i % 5), "path": None} for i in range(count)], type=image_type),
+        "label": pa.array([i % 3 for i in range(count)], pa.int64()),
+        "text": pa.array([f"row {i}" for i in range(count)]).dictionary_encode(),
+    }).replace_schema_metadata(_hf_metadata(["ant", "bee", "cow"]))
+
+
+def test_parquet_reads_a_row_group_in_bounded_batches(tmp_path):
+    pq.write_table(_labelled_images(50), tmp_path / "one group.parquet", row_group_size=50)
+    path = str(tmp_path / "one group.parquet")
+    features = parquet.infer_features(parquet.read_schema(path))
+    elements = list(parquet._ReadRowGroupFn(features, batch_size=8).process((path, 0, 100)))
+    assert [type(rows) for _, rows in elements] == [common.Rows] * 7
+    assert [rows.table.num_rows for _, rows in elements] == [8] * 6 + [2]
+    assert elements[1][0] == f"{path}, rows 108 to 115"
+    # The columns already fit the features: the struct is its bytes, the dictionary decoded.
+    table = features.encode_batch(elements[1][1].table)
+    assert table.column("text").to_pylist() == [f"row {i}" for i in range(8, 16)]
+    assert table.column("image").to_pylist() == [jpeg(i % 5) for i in range(8, 16)]
+    assert [where for where, _ in elements[1][1].one_by_one()] == [f"{path}, row {i}" for i in range(108, 116)]
+
+
+def test_parquet_reads_a_large_row_group_a_little_at_a_time(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    table = pa.table({"blob": [rng.bytes(50_000) for _ in range(100)], "n": list(range(100))})
+    path = str(tmp_path / "big group.parquet")
+    pq.write_table(table, path, row_group_size=100, compression="none", use_dictionary=False, write_batch_size=4)
+    reads = []
+
+    class Recording(io.FileIO):
+        def read(self, size=-1):
+            data = super().read(size)
+            reads.append(len(data))
+            return data
+
+        def readinto(self, buffer):
+            count = super().readinto(buffer)
+            reads.append(count)
+            return count
+
+    monkeypatch.setattr(parquet.fs, "open_read", lambda name: Recording(name, "rb"))
+    features = Features({"blob": Value("binary"), "n": Value("int64")})
+    rows = sum(rows.table.num_rows for _, rows in parquet._ReadRowGroupFn(features, batch_size=10).process((path, 0, 0)))
+    assert rows == 100
+    assert max(reads) <= 2 * 2**20, "a 5 MB column chunk is read in pieces, not whole"
+
+
+def test_parquet_batch_rows_are_bounded_by_bytes_too(tmp_path):
+    rng = np.random.default_rng(0)
+    table = pa.table({"blob": [rng.bytes(1000) for _ in range(100)], "n": list(range(100))})
+    pq.write_table(table, tmp_path / "p.parquet", compression="none", use_dictionary=False)
+    group = pq.ParquetFile(tmp_path / "p.parquet").metadata.row_group(0)
+    assert parquet.batch_rows(group, ["n"], batch_size=64, batch_bytes=10_000) == 64
+    assert 7 <= parquet.batch_rows(group, ["blob", "n"], batch_size=64, batch_bytes=10_000) <= 10
+    assert parquet.batch_rows(group, ["blob"], batch_size=64, batch_bytes=10) == 1
+
+
+def test_parquet_batches_write_the_cache_and_a_bad_row_is_named_or_skipped(tmp_path):
+    table = _labelled_images(40)
+    images = table.column("image").to_pylist()
+    images[27] = {"bytes": b"not an image", "path": None}
+    images[5] = {"bytes": None, "path": "stored by path.png"}  # read row by row
+    (tmp_path / "stored by path.png").write_bytes(png(99))
+    table = table.set_column(0, "image", pa.array(images, table.schema.field("image").type))
+    pq.write_table(table, tmp_path / "part.parquet", row_group_size=16)
+    argv = ["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out"), "--batch_size", "5"]
+    with pytest.raises(common.BadInputError, match=r"part\.parquet, row 27\b.*image"):
+        parquet.run(argv)
+
+    manifest = parquet.run(argv + ["--skip_bad"])
+    assert manifest.num_rows == 39
+    rows = rows_by(str(tmp_path / "out"), "text")
+    assert set(rows) == {f"row {i}" for i in range(40)} - {"row 27"}
+    assert rows["row 5"]["image"] == png(99) and rows["row 6"]["image"] == jpeg(1)
+    assert all(rows[f"row {i}"]["label"] == i % 3 for i in range(40) if i != 27)
+    assert [record["input"] for record in read_bad_inputs(str(tmp_path / "out"))] == [
+        f"{tmp_path / 'part.parquet'}, row 27"]
+
+
 # --- the shared write step --------------------------------------------------------------
 
 def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
@@ -499,3 +658,29 @@ def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
     assert sum(counter.committed for counter in counters) == 3
     assert read_metadata(args.output).num_rows == 2
     assert [record["input"] for record in read_bad_inputs(args.output)] == ["bad 1", "bad 2", "bad 3"]
+
+
+def test_a_failed_run_leaves_no_staging_behind(tmp_path, capsys):
+    """Other bundles' staged shards are removed when one bundle fails the pipeline, and
+    the error from a worker process reads like one raised in this one."""
+    (tmp_path / "a.jpg").write_bytes(jpeg(1))
+    rows = [{"image": "a.jpg", "n": i} for i in range(300)]
+    rows[-1]["image"] = "missing.jpg"
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "out"
+    assert common.main(jsonl.run, ["--input", str(tmp_path / "train.jsonl"), "--output", str(out), "--batch_size",
+                                   "10", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]) == 1
+    assert not (out / MANIFEST_NAME).exists()
+    assert not (out / "_staging").exists(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    err = capsys.readouterr().err.splitlines()
+    (message,) = [line for line in err if line.startswith("error: ")]
+    assert message.startswith("error: example '") and "train.jsonl, line 300" in message and "missing.jpg" in message
+    assert "(add --skip_bad" in err[err.index(message) + 1]
+
+
+def test_main_leaves_other_errors_alone():
+    def run(argv):
+        raise RuntimeError("Traceback (most recent call last):\nsomewhere.OtherError: not ours")
+
+    with pytest.raises(RuntimeError, match="not ours"):
+        common.main(run, [])
