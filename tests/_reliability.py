@@ -19,10 +19,29 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from beam_shards import ArrowBackend, read_metadata
+from beam_shards import ArrowBackend, read_metadata, write_shards
 from beam_shards.manifest import LOCK_NAME, MANIFEST_NAME, STAGING_DIR
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+sys.path.insert(0, SCRIPTS)
+import crash_writer  # noqa: E402
+
+# The versions the crash and concurrency tests write: ids are disjoint, so a mix shows.
+VERSIONS = {"A": range(0, 300), "B": range(1000, 1600), "C": range(5000, 5450)}
+SHARD_SIZE = 6_000
+
+
+def writer_job(mode: str, path: str, version: str, **kill) -> dict:
+    """A job for `WriterServer`: write `version` at `path` with `mode` ("local" or "beam")."""
+    ids = VERSIONS[version]
+    return {"mode": mode, "path": path, "version": version, "first": ids.start, "count": len(ids),
+            "shard_size": SHARD_SIZE, **kill}
+
+
+def write_version(path: str, version: str) -> None:
+    """Publishes `version` at `path` with `write_shards`, in this process."""
+    examples = (crash_writer.example(i, version) for i in VERSIONS[version])
+    write_shards(examples, path, crash_writer.FEATURES, shard_size_bytes=SHARD_SIZE, batch_size=8)
 
 
 def ids_of(path: str) -> list[int]:

@@ -20,9 +20,9 @@ import pytest
 
 from _reliability import assert_clean_cache, ids_of, staged_files
 from _support import jpeg, options, png
-from beam_shards import (ArrowBackend, Array, ClassLabel, EncodeError, Features, Image, Sequence, Value, Video,
-                         WriteToArrowShards, read_metadata, verify, write_shards)
-from beam_shards.manifest import MANIFEST_NAME
+from beam_shards import (ArrowBackend, Array, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
+                         Video, WriteToArrowShards, read_metadata, verify, write_shards)
+from beam_shards.gc import collect_garbage, find_garbage
 
 FEATURES = Features({
     "id": Value("int64"),
@@ -228,4 +228,11 @@ def test_beam_sink_fails_naming_example_and_field(tmp_path, files, case_name):
     assert read_metadata(str(out)).write_id == previous.write_id
     assert sorted(ids_of(str(out))) == list(range(1000, 1010))
     assert not staged_files(str(out)), "a failed bundle must remove what it staged"
-    assert os.path.exists(out / MANIFEST_NAME)
+    collect_garbage(find_garbage(str(out)))  # what is left: the attempt's emptied staging folders
+    assert_clean_cache(str(out))
+
+
+def test_features_without_columns_are_refused():
+    """A batch without columns has no rows: such a cache would silently drop every example."""
+    with pytest.raises(FeatureError, match="at least one feature"):
+        Features({})

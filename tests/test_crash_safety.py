@@ -22,35 +22,19 @@ import sys
 
 import pytest
 
-from _reliability import SCRIPTS, WriterServer, assert_clean_cache, leftovers, tally  # noqa: F401 (tally is a fixture)
-from beam_shards import ArrowBackend, CacheNotFoundError, read_metadata, verify, write_shards
+from _reliability import (VERSIONS, WriterServer, assert_clean_cache, leftovers, tally,  # noqa: F401 (tally is a fixture)
+                          write_version, writer_job)
+from beam_shards import ArrowBackend, CacheNotFoundError, read_metadata, verify
 from beam_shards.gc import collect_garbage, find_garbage
 from beam_shards.manifest import STAGING_DIR
 
-sys.path.insert(0, SCRIPTS)
-import crash_writer  # noqa: E402
-
 RANDOM_TRIALS = 20
-VERSIONS = {"A": range(0, 300), "B": range(1000, 1600), "C": range(5000, 5450)}
-SHARD_SIZE = 6_000
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with WriterServer(str(tmp_path_factory.mktemp("crash") / "writer.log")) as running:
         yield running
-
-
-def _job(mode: str, path: str, version: str, **kill) -> dict:
-    ids = VERSIONS[version]
-    return {"mode": mode, "path": path, "version": version, "first": ids.start, "count": len(ids),
-            "shard_size": SHARD_SIZE, **kill}
-
-
-def _write_previous(path: str) -> None:
-    ids = VERSIONS["A"]
-    write_shards((crash_writer.example(i, "A") for i in ids), path, crash_writer.FEATURES,
-                 shard_size_bytes=SHARD_SIZE, batch_size=8)
 
 
 def _visible(path: str) -> tuple[str | None, list[int]]:
@@ -79,8 +63,8 @@ def _collect_garbage(path: str) -> None:
 
 def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, **kill) -> None:
     if previous:
-        _write_previous(path)
-    outcome = server.run(_job(mode, path, "B", **kill))
+        write_version(path, "A")
+    outcome = server.run(writer_job(mode, path, "B", **kill))
     assert outcome.exit in ("killed", "0"), f"{kill}: the writer failed ({outcome}); {server.log_tail()}"
     version, ids = _visible(path)
     allowed = {"A", "B"} if previous else {None, "B"}
@@ -95,7 +79,7 @@ def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previo
     assert not os.path.exists(os.path.join(path, STAGING_DIR))
     assert _visible(path) == (version, ids), "gc must not touch the published version"
 
-    rerun = server.run(_job(mode, path, "C"))
+    rerun = server.run(writer_job(mode, path, "C"))
     assert rerun.exit == "0", f"the re-run failed after {kill} ({rerun}); {server.log_tail()}"
     version, ids = _visible(path)
     assert version == "C"
@@ -107,11 +91,11 @@ def _calibrate(server: WriterServer, tmp_path, mode: str) -> tuple[int, int, flo
     """The shard counts of the previous and the new version, and from unkilled writes on fresh
     paths (the shortest finalize) the median seconds from the start of staging to finalize and to the end."""
     previous = str(tmp_path / "calibrate_previous")
-    _write_previous(previous)
+    write_version(previous, "A")
     to_finalize, to_done = [], []
     for n in range(3):
         path = str(tmp_path / f"calibrate_{mode}_{n}")
-        outcome = server.run(_job(mode, path, "B"))
+        outcome = server.run(writer_job(mode, path, "B"))
         assert outcome.exit == "0", server.log_tail()
         to_finalize.append(outcome.events["finalize"] - outcome.events["staging"])
         to_done.append(outcome.events["done"] - outcome.events["staging"])
@@ -164,8 +148,8 @@ def test_kill_at_random_moments(server, tally, tmp_path, mode):
 def test_gc_command_after_a_kill(server, tmp_path):
     """`beam-shards gc` itself: a dry run lists and keeps the leftovers, a real run removes only them."""
     path = str(tmp_path / "cache")
-    _write_previous(path)
-    outcome = server.run(_job("local", path, "B", kill="rename:3"))
+    write_version(path, "A")
+    outcome = server.run(writer_job("local", path, "B", kill="rename:3"))
     assert outcome.exit == "killed"
     left = leftovers(path)
     assert len(left) == 3, left  # the staging folder and the two shards already moved
