@@ -18,7 +18,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 
-from _reliability import assert_clean_cache, ids_of, staged_files
+from _reliability import assert_clean_cache, ids_of, staged_files, tally  # noqa: F401 (tally is a fixture)
 from _support import jpeg, options, png
 from beam_shards import (ArrowBackend, Array, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
                          Video, WriteToArrowShards, read_metadata, verify, write_shards)
@@ -41,6 +41,7 @@ BAD_AT = 30
 NUM_EXAMPLES = 40
 SHARD_SIZE = 8_000
 MISSING_PATH = "/nonexistent/beam_shards/no_such_file.jpg"
+PREVIOUS = range(1000, 1010)
 
 
 def good(i: int) -> dict[str, Any]:
@@ -160,15 +161,16 @@ def test_write_shards_on_a_fresh_path_publishes_nothing(tmp_path, files, case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_write_shards_over_a_cache_keeps_it(tmp_path, files, case):
+def test_write_shards_over_a_cache_keeps_it(tally, tmp_path, files, case):
     out = tmp_path / "cache"
-    previous = write_shards((good(i) for i in range(1000, 1010)), str(out), FEATURES)
+    previous = write_shards((good(i) for i in PREVIOUS), str(out), FEATURES)
     with pytest.raises(EncodeError) as raised:
         write_shards(_examples(case, files, keyed=True), str(out), FEATURES,
                      shard_size_bytes=SHARD_SIZE, batch_size=4)
     _assert_names_everything(raised.value, case, f"key-{BAD_AT}")
     assert read_metadata(str(out)).write_id == previous.write_id
-    assert sorted(ids_of(str(out))) == list(range(1000, 1010))
+    tally.record("bad example over a cache (write_shards)", PREVIOUS, ids_of(str(out)))
+    assert sorted(ids_of(str(out))) == list(PREVIOUS)
     assert verify(str(out)).ok
     assert_clean_cache(str(out))
 
@@ -212,10 +214,10 @@ def _spoil_one(case_name: str, files: dict[str, str]):
 
 
 @pytest.mark.parametrize("case_name", BEAM_CASES)
-def test_beam_sink_fails_naming_example_and_field(tmp_path, files, case_name):
+def test_beam_sink_fails_naming_example_and_field(tally, tmp_path, files, case_name):
     case = next(c for c in CASES if c.name == case_name)
     out = tmp_path / "cache"
-    previous = write_shards((good(i) for i in range(1000, 1010)), str(out), FEATURES)
+    previous = write_shards((good(i) for i in PREVIOUS), str(out), FEATURES)
     with pytest.raises(Exception) as raised:
         with beam.Pipeline(options=options()) as p:
             (p | beam.Create(range(NUM_EXAMPLES)) | beam.Map(_spoil_one(case_name, files))
@@ -226,7 +228,8 @@ def test_beam_sink_fails_naming_example_and_field(tmp_path, files, case_name):
         assert f"field {case.field!r}" in message, message
     assert case.reason in message, message
     assert read_metadata(str(out)).write_id == previous.write_id
-    assert sorted(ids_of(str(out))) == list(range(1000, 1010))
+    tally.record("bad example over a cache (Beam sink)", PREVIOUS, ids_of(str(out)))
+    assert sorted(ids_of(str(out))) == list(PREVIOUS)
     assert not staged_files(str(out)), "a failed bundle must remove what it staged"
     collect_garbage(find_garbage(str(out)))  # what is left: the attempt's emptied staging folders
     assert_clean_cache(str(out))

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from _reliability import tally  # noqa: F401 (a fixture)
 from _support import jpeg, options, png
 from beam_shards import (Array, ArrowBackend, ClassLabel, Features, Image, ReadFromArrowShards, Sequence,
                          ShardedDataset, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
@@ -190,9 +191,14 @@ def _check_local_readers(path: str, features: Features, examples: list[dict], pe
     assert report.ok, report.problems
 
 
+def _row_ids(path: str) -> list[int]:
+    backend = ArrowBackend.open(path)
+    return backend.slice(0, backend.num_rows).column(ROW).to_pylist()
+
+
 @settings(ROUND_TRIP)
 @given(data=st.data(), features=features_strategy(), shard_size=st.integers(150, 6000), batch_size=st.integers(1, 5))
-def test_write_shards_round_trip(data, features, shard_size, batch_size):
+def test_write_shards_round_trip(tally, data, features, shard_size, batch_size):
     examples = data.draw(examples_strategy(features, max_size=12), label="examples")
     permutation = data.draw(st.permutations(range(len(examples))), label="permutation")
     with tempfile.TemporaryDirectory() as scratch:
@@ -200,6 +206,7 @@ def test_write_shards_round_trip(data, features, shard_size, batch_size):
         manifest = write_shards(examples, path, features, shard_size_bytes=shard_size, batch_size=batch_size)
         assert manifest.num_rows == len(examples) and all(s.num_rows > 0 for s in manifest.shards)
         assert read_metadata(path).features == features
+        tally.record("property round trip (write_shards)", range(len(examples)), _row_ids(path))
         _check_local_readers(path, features, examples, permutation)
 
 
@@ -212,14 +219,15 @@ def _matches(expected: list[dict]):
 
 @settings(ROUND_TRIP, max_examples=3 * SCALE)
 @given(data=st.data(), features=features_strategy())
-def test_sink_and_source_round_trip(data, features):
+def test_sink_and_source_round_trip(tally, data, features):
     examples = data.draw(examples_strategy(features, max_size=8), label="examples")
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "cache")
         with beam.Pipeline(options=options()) as p:
             (p | beam.Create(examples, reshuffle=False)
              | WriteToArrowShards(path, features, shard_size_bytes=400, batch_size=2))
-        row_ids = ArrowBackend.open(path).slice(0, len(examples)).column(ROW).to_pylist()
+        row_ids = _row_ids(path)
+        tally.record("property round trip (WriteToArrowShards)", range(len(examples)), row_ids)
         assert sorted(row_ids) == list(range(len(examples))), "every example exactly once"
         _check_local_readers(path, features, [examples[r] for r in row_ids], list(range(len(examples)))[::-1])
         with beam.Pipeline(options=options()) as p:
