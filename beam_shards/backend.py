@@ -17,7 +17,7 @@ import pyarrow as pa
 from beam_shards import fs
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.manifest import Manifest, read_metadata, size_problem
 
 DEFAULT_MAX_OPEN_SHARDS = 512
 
@@ -270,10 +270,26 @@ def read_shard_batches(manifest: Manifest, shard_id: int) -> list[pa.RecordBatch
         schema or row count differ from the manifest.
     """
     reader = open_shard(manifest, shard_id)
-    with unreadable_as_corrupt(manifest, shard_id):
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    batches = [read_batch(reader, i, manifest, shard_id) for i in range(reader.num_record_batches)]
     check_shard_rows(manifest, shard_id, sum(b.num_rows for b in batches))
     return batches
+
+
+def read_batch(reader: pa.ipc.RecordBatchFileReader, index: int, manifest: Manifest, shard_id: int) -> pa.RecordBatch:
+    """Record batch `index` of a shard opened by `open_shard`, its offsets and lengths checked.
+
+    pyarrow trusts the offsets it reads: a damaged one sends a later read outside the
+    memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks every
+    offset against its buffer, and UTF-8 in string columns, without touching binary
+    data. Damage inside a data buffer stays invisible here; `verify`'s checksum sees it.
+
+    Raises:
+      CorruptCacheError: the batch cannot be read or is not a valid Arrow batch.
+    """
+    with unreadable_as_corrupt(manifest, shard_id):
+        batch = reader.get_batch(index)
+        batch.validate(full=True)
+    return batch
 
 
 def open_shard(manifest: Manifest, shard_id: int, *, columns: Sequence[str] | None = None,
@@ -302,8 +318,7 @@ def open_shard(manifest: Manifest, shard_id: int, *, columns: Sequence[str] | No
     except FileNotFoundError:
         raise CorruptCacheError(f"{where} is missing{_overwritten_hint(manifest)}") from None
     if source.size() != entry.num_bytes:
-        raise CorruptCacheError(f"{where} has {source.size()} bytes, the manifest says {entry.num_bytes} "
-                                f"({'truncated' if source.size() < entry.num_bytes else 'altered'})")
+        raise CorruptCacheError(size_problem(where, source.size(), entry.num_bytes))
     expected = manifest.features.arrow_schema()
     with unreadable_as_corrupt(manifest, shard_id):
         reader = pa.ipc.open_file(source)
@@ -328,7 +343,7 @@ def unreadable_as_corrupt(manifest: Manifest, shard_id: int) -> Iterator[None]:
     """Turns pyarrow's errors reading a shard into a CorruptCacheError naming the shard."""
     try:
         yield
-    except (pa.ArrowInvalid, OSError) as error:
+    except (pa.ArrowException, OSError) as error:
         raise CorruptCacheError(f"{shard_where(manifest, shard_id)} is not a readable Arrow IPC file: {error}") from None
 
 

@@ -446,6 +446,8 @@ class Array(Feature):
             raise self._fail("ragged nested lists are not an array", field, value) from None
         if array.dtype == object:
             raise self._fail("ragged or non-numeric values are not an array", field, value)
+        if array.shape == (0,) and self.variable and not isinstance(value, np.ndarray):
+            array = array.reshape((0, *self.shape[1:]))  # [] is no rows, whatever the inner dimensions
         if array.ndim != len(self.shape) or any(d is not None and d != n for d, n in zip(self.shape, array.shape)):
             raise self._fail(f"wrong shape {array.shape}, expected {self.shape}", field, value)
         try:
@@ -584,10 +586,14 @@ class Features(Mapping[str, Feature]):
       features: a mapping of column name to feature.
 
     Raises:
-      FeatureError: a name that is not a non-empty string, or a value that is not a feature.
+      FeatureError: no feature at all, a name that is not a non-empty string, or a value
+        that is not a feature.
     """
 
     def __init__(self, features: Mapping[str, Feature]):
+        if not features:
+            # An Arrow batch without columns has no rows: every example would be lost.
+            raise FeatureError("Features needs at least one feature; a cache without columns cannot hold rows")
         for name, feature in features.items():
             if not isinstance(name, str) or not name:
                 raise FeatureError(f"feature names must be non-empty strings; got {name!r}")

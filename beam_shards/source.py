@@ -25,7 +25,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.backend import check_shard_rows, open_shard, shard_where, unreadable_as_corrupt
+from beam_shards.backend import check_shard_rows, open_shard, read_batch, shard_where, unreadable_as_corrupt
 from beam_shards.decode import check_image_mode, decode_table
 from beam_shards.errors import CacheError, CorruptCacheError, SchemaMismatchError
 from beam_shards.features import Features
@@ -230,8 +230,7 @@ class _ReadBatchesFn(beam.DoFn):
         for index in range(restriction.start, restriction.stop):
             if not tracker.try_claim(index):
                 return
-            with unreadable_as_corrupt(manifest, task.shard_id):
-                batch = reader.get_batch(index)
+            batch = read_batch(reader, index, manifest, task.shard_id)
             self._rows.inc(batch.num_rows)
             self._bytes.inc(batch.nbytes)
             yield from self._spec.outputs(batch, manifest.features)
