@@ -92,8 +92,8 @@ def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = DEF
         the manifest.
     """
     schema = manifest.features.arrow_schema()
-    narrow = [f.name for f in schema if pa.types.is_primitive(f.type)] or schema.names
-    reader = open_shard(manifest, shard_id, columns=narrow[:1] or None, stream=True)
+    narrow = min(schema, key=lambda field: _width_rank(field.type)).name
+    reader = open_shard(manifest, shard_id, columns=[narrow], stream=True)
     with unreadable_as_corrupt(manifest, shard_id):
         rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
     check_shard_rows(manifest, shard_id, rows)
@@ -101,6 +101,15 @@ def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = DEF
     num_batches = reader.num_record_batches
     split_batches = max(1, desired_split_bytes * num_batches // max(1, entry.num_bytes))
     return ShardTask(manifest.path, manifest.write_id, shard_id, num_batches, entry.num_bytes, split_batches)
+
+
+def _width_rank(arrow_type: pa.DataType) -> int:
+    """Orders column types by how few bytes a row takes, so planning reads the cheapest."""
+    for rank, test in enumerate((pa.types.is_primitive, pa.types.is_fixed_size_list, pa.types.is_large_string,
+                                 pa.types.is_large_list)):
+        if test(arrow_type):
+            return rank
+    return 4  # binary columns: images and videos
 
 
 class _Manifests:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (CacheNotFoundError, CorruptCacheError, Features, ReadAllFromArrowShards,
+from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, Features, Image, ReadAllFromArrowShards,
                          ReadFromArrowShards, SchemaMismatchError, ShardedDataset, Value, WriteToArrowShards,
                          read_metadata, write_shards)
 from beam_shards.manifest import MANIFEST_NAME
@@ -379,3 +379,13 @@ def test_rows_carry_arrays_as_numpy_and_images_as_bytes(tmp_path):
     with beam.Pipeline(options=options()) as p:
         p | ReadFromArrowShards(str(out)) | beam.Map(check)
     assert sorted(map(int, seen.read_text().split())) == list(range(6))
+
+
+def test_planning_counts_rows_from_the_narrowest_column():
+    from beam_shards.source import _width_rank
+
+    features = Features({"image": Image(), "caption": Value("string"), "embedding": Array((4,), "float32")})
+    schema = features.arrow_schema()
+    assert min(schema, key=lambda f: _width_rank(f.type)).name == "embedding"
+    only_bytes = Features({"image": Image(), "caption": Value("string")}).arrow_schema()
+    assert min(only_bytes, key=lambda f: _width_rank(f.type)).name == "caption"
