@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import apache_beam as beam
@@ -16,11 +15,11 @@ from apache_beam.transforms.display import DisplayData
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _reliability import edit_manifest
 from _support import FEATURES, example, options, run_with_deadline
 from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, Features, Image, ReadAllFromArrowShards,
                          ReadFromArrowShards, SchemaMismatchError, ShardedDataset, Value, WriteToArrowShards,
                          read_metadata, write_shards)
-from beam_shards.manifest import MANIFEST_NAME
 from beam_shards.source import BatchRangeProvider, ShardTask, _Manifests, _ReadBatchesFn, _ReadSpec, plan_shard
 
 NUM_EXAMPLES = 240
@@ -250,15 +249,6 @@ def cache(tmp_path) -> str:
     return out
 
 
-def _edit_manifest(path: str, edit) -> None:
-    where = os.path.join(path, MANIFEST_NAME)
-    with open(where) as f:
-        data = json.load(f)
-    edit(data)
-    with open(where, "w") as f:
-        json.dump(data, f)
-
-
 def _apply(path: str, **kwargs) -> None:
     p = beam.Pipeline(options=options())
     _ = p | ReadFromArrowShards(path, **kwargs)
@@ -282,7 +272,7 @@ def test_missing_shard_fails_at_construction(cache):
     ("format_version", 99, "format version 99; this beam_shards reads version 1"),
 ])
 def test_edited_manifest_fails_at_construction(cache, field, value, message):
-    _edit_manifest(cache, lambda data: data.__setitem__(field, value))
+    edit_manifest(cache, lambda data: data.__setitem__(field, value))
     with pytest.raises(CorruptCacheError, match=message):
         _apply(cache)
 
@@ -292,7 +282,7 @@ def test_shard_rows_edited_in_the_manifest_fail_when_run(cache):
         data["shards"][0]["num_rows"] -= 1
         data["shards"][1]["num_rows"] += 1
 
-    _edit_manifest(cache, move_a_row)
+    edit_manifest(cache, move_a_row)
     first = read_metadata(cache).shards[0]
     p = beam.Pipeline(options=options())
     _ = p | ReadFromArrowShards(cache)
