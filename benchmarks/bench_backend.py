@@ -13,7 +13,6 @@ take and scan <= 1.0x and get_row <= 1.5x. Run by hand:
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import itertools
 import json
@@ -146,11 +145,7 @@ def report(results: dict[str, tuple[float, float]], num_rows: int, num_shards: i
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    workload.add_arguments(parser, repeats=5)
-    args = parser.parse_args(argv)
-    with workload.workdir(args.workdir) as work:
-        pool = workload.jpeg_pool(work / "pool", args.num_examples)
+    with workload.session(argv, __doc__.splitlines()[0], repeats=5) as (args, work, pool):
         cache = work / "backend_cache"
         manifest = workload.write_cache(cache, pool, args.num_examples, args.shard_size)
         results = measure(cache, args.repeats)

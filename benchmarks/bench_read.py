@@ -19,7 +19,6 @@ ratios. Target: arrow rows >= 2x parquet rows. Run by hand:
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
@@ -107,11 +106,7 @@ def report(results: dict[str, float], num_examples: int, repeats: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    workload.add_arguments(parser, repeats=5)
-    args = parser.parse_args(argv)
-    with workload.workdir(args.workdir) as work:
-        pool = workload.jpeg_pool(work / "pool", args.num_examples)
+    with workload.session(argv, __doc__.splitlines()[0], repeats=5) as (args, work, pool):
         cache, parquet = write_both(pool, work, args.num_examples, args.shard_size)
         report(measure(cache, parquet, args.num_examples, args.repeats), args.num_examples, args.repeats)
 

@@ -191,6 +191,16 @@ def workdir(path: str | None) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def session(argv: list[str] | None, description: str, repeats: int) -> Iterator[tuple[argparse.Namespace, Path, Pool]]:
+    """Parses the common flags and yields (args, work folder, the workload's pool)."""
+    parser = argparse.ArgumentParser(description=description)
+    add_arguments(parser, repeats=repeats)
+    args = parser.parse_args(argv)
+    with workdir(args.workdir) as work:
+        yield args, work, jpeg_pool(work / "pool", args.num_examples)
+
+
 def alternating_medians(runs: dict[str, Callable[[int], Any]], repeats: int) -> dict[str, float]:
     """{name: median wall seconds of `run(repeat)`}; the runs take turns, so noise spreads evenly."""
     times: dict[str, list[float]] = {name: [] for name in runs}
