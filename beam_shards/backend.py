@@ -141,7 +141,7 @@ class ArrowBackend:
 
     def get_row(self, index: int) -> dict[str, Any]:
         """Row `index` (negative counts from the end) as a dict of Python values."""
-        index = self._check_index(index)
+        index = check_index(index, self.num_rows)
         shard_id = bisect.bisect_right(self._starts, index) - 1
         shard = self._shard(shard_id)
         local = index - self._starts[shard_id]
@@ -150,7 +150,7 @@ class ArrowBackend:
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The rows at `indices`, in that order and with duplicates kept, as one table."""
-        idx = self._check_indices(indices)
+        idx = check_indices(indices, self.num_rows)
         if len(idx) == 0:
             return self._schema.empty_table()
         if len(idx) > 1 and np.all(np.diff(idx) == 1):
@@ -217,24 +217,6 @@ class ArrowBackend:
             for b in batch_order:
                 yield batches[b]
 
-    def _check_index(self, index: int) -> int:
-        n = self.num_rows
-        index = operator.index(index)
-        if not -n <= index < n:
-            raise IndexError(f"index {index} out of range for a cache of {n} rows")
-        return index + n if index < 0 else index
-
-    def _check_indices(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
-        idx = np.asarray(indices)
-        if idx.dtype.kind not in "iu" and idx.size:
-            raise TypeError(f"indices must be ints; got dtype {idx.dtype}")
-        idx = idx.astype(np.int64, copy=False).reshape(-1)
-        n = self.num_rows
-        bad = (idx < -n) | (idx >= n)
-        if bad.any():
-            raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a cache of {n} rows")
-        return np.where(idx < 0, idx + n, idx)
-
     def _shard(self, shard_id: int) -> _OpenShard:
         if os.getpid() != self._pid:
             self._reset()
@@ -258,6 +240,30 @@ class ArrowBackend:
     def open_shards(self) -> list[int]:
         """The shards open now, least recently used first."""
         return list(self._open)
+
+
+def check_index(index: int, length: int, what: str = "cache") -> int:
+    """`index` as a position in 0..length-1 (negative counts from the end).
+
+    Raises:
+      TypeError: `index` is not an int. IndexError: it is out of range (names both).
+    """
+    index = operator.index(index)
+    if not -length <= index < length:
+        raise IndexError(f"index {index} out of range for a {what} of {length} rows")
+    return index + length if index < 0 else index
+
+
+def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
+    """`check_index` over many indices at once, as an int64 array."""
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu" and idx.size:
+        raise TypeError(f"indices must be ints; got dtype {idx.dtype}")
+    idx = idx.astype(np.int64, copy=False).reshape(-1)
+    bad = (idx < -length) | (idx >= length)
+    if bad.any():
+        raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a {what} of {length} rows")
+    return np.where(idx < 0, idx + length, idx)
 
 
 def read_shard_batches(manifest: Manifest, shard_id: int) -> list[pa.RecordBatch]:

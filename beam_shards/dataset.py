@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_shards.backend import DEFAULT_MAX_OPEN_SHARDS, ArrowBackend
+from beam_shards.backend import DEFAULT_MAX_OPEN_SHARDS, ArrowBackend, check_index, check_indices
 from beam_shards.decode import check_image_mode, decode_table
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
@@ -77,32 +77,17 @@ class ShardedDataset:
         if isinstance(index, slice):
             return self._view(self._indices[index])
         if isinstance(index, (int, np.integer)):
-            return self._fetch(np.array([self._position(int(index))]))[0]
+            return self._fetch(self._global(np.array([check_index(index, len(self), "dataset")])))[0]
         return self.__getitems__(index)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         """The examples at `indices`, decoded batch-wise (torch's and Grain's batched fetch)."""
-        idx = np.asarray(indices)
-        if idx.size and idx.dtype.kind not in "iu":
-            raise TypeError(f"indices must be ints; got {idx.dtype}")
-        n = len(self)
-        idx = idx.astype(np.int64, copy=False).reshape(-1)
-        bad = (idx < -n) | (idx >= n)
-        if bad.any():
-            raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a dataset of {n} rows")
-        idx = np.where(idx < 0, idx + n, idx)
-        return self._fetch(self._global(idx))
+        return self._fetch(self._global(check_indices(indices, len(self), "dataset")))
 
     def __iter__(self) -> Iterator[Any]:
         for start in range(0, len(self), _ITER_CHUNK):
             chunk = np.arange(start, min(start + _ITER_CHUNK, len(self)))
             yield from self._fetch(self._global(chunk))
-
-    def _position(self, index: int) -> int:
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"index {index} out of range for a dataset of {n} rows")
-        return self._global(np.array([index % n]))[0]
 
     def _global(self, positions: np.ndarray) -> np.ndarray:
         if isinstance(self._indices, range):
