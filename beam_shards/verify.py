@@ -10,6 +10,7 @@ from beam_shards import fs
 from beam_shards.backend import read_shard_batches
 from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
 from beam_shards.manifest import Manifest, read_metadata, size_problem
+from beam_shards.writer import format_checksum
 
 _CHUNK = 8 << 20
 
@@ -79,7 +80,7 @@ def check_shard(manifest: Manifest, shard_id: int) -> list[str]:
     problems = []
     if size != entry.num_bytes:
         problems.append(size_problem(f"shard {entry.path}", size, entry.num_bytes))
-    checksum = f"crc32:{crc:08x}"
+    checksum = format_checksum(crc)
     if checksum != entry.checksum:
         problems.append(f"shard {entry.path} has checksum {checksum}, the manifest says {entry.checksum}")
     if size == entry.num_bytes:

@@ -40,6 +40,11 @@ class ShardInfo:
         return dataclasses.asdict(self)
 
 
+def format_checksum(crc: int) -> str:
+    """How a shard's CRC-32 is written in the manifest."""
+    return f"crc32:{crc:08x}"
+
+
 class _ChecksumStream:
     """A write-only stream that counts and checksums what passes through it."""
 
@@ -74,7 +79,7 @@ class _ChecksumStream:
 
     @property
     def checksum(self) -> str:
-        return f"crc32:{self.crc:08x}"
+        return format_checksum(self.crc)
 
 
 def validate_writer_options(shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None,
