@@ -12,16 +12,14 @@ library's `csv`, which it uses.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value, Video
-from beam_shards.manifest import Manifest
 from pipelines import common, tabular
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -115,16 +113,14 @@ def to_example(row: dict[str, str], features: Features) -> dict[str, Any]:
     return {name: cell_value(cell, features[name], name) if name in features else cell for name, cell in row.items()}
 
 
-FORMAT = tabular.TabularFormat("csv", read_rows, to_example, guess_value)
+FORMAT = tabular.TabularFormat(
+    "csv", read_rows, to_example, guess_value,
+    description="Convert CSV manifests (a header, then one example per row) into a cache.",
+    example_file="data/train.csv")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return tabular.build_parser(FORMAT, "Convert CSV manifests (a header, then one example per row) into a cache.", "data/train.csv")
-
-
-def run(argv: Sequence[str] | None = None) -> Manifest:
-    """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-    return tabular.run(FORMAT, build_parser(), argv)
+build_parser = FORMAT.build_parser
+run = FORMAT.run
 
 
 if __name__ == "__main__":

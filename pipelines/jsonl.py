@@ -9,13 +9,11 @@ from `--features features.json` or are inferred from the first rows; see
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest
 from pipelines import common, tabular
 
 
@@ -42,16 +40,14 @@ def to_example(row: dict[str, Any], features: Features) -> dict[str, Any]:
     return row
 
 
-FORMAT = tabular.TabularFormat("jsonl", read_rows, to_example)
+FORMAT = tabular.TabularFormat(
+    "jsonl", read_rows, to_example,
+    description="Convert JSON Lines manifests (one example per line) into a cache.",
+    example_file="data/train.jsonl")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return tabular.build_parser(FORMAT, "Convert JSON Lines manifests (one example per line) into a cache.", "data/train.jsonl")
-
-
-def run(argv: Sequence[str] | None = None) -> Manifest:
-    """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-    return tabular.run(FORMAT, build_parser(), argv)
+build_parser = FORMAT.build_parser
+run = FORMAT.run
 
 
 if __name__ == "__main__":

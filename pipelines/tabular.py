@@ -49,14 +49,27 @@ class TabularFormat:
       to_example: a raw row and the features to the example dict; raises ValueError
         naming the column when a value cannot be read.
       infer_value: a raw value to the Python value inference looks at.
+      description: the pipeline's one-line `--help` description.
+      example_file: an input file name for the help's examples.
     """
 
     def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample,
-                 infer_value: Callable[[Any], Any] = lambda value: value):
+                 infer_value: Callable[[Any], Any] = lambda value: value, *,
+                 description: str = "", example_file: str = "data/train"):
         self.name = name
         self.read_rows = read_rows
         self.to_example = to_example
         self.infer_value = infer_value
+        self.description = description
+        self.example_file = example_file
+
+    def build_parser(self) -> argparse.ArgumentParser:
+        """The pipeline's command-line parser (its `--help`)."""
+        return build_parser(self, self.description, self.example_file)
+
+    def run(self, argv: Sequence[str] | None = None) -> Manifest:
+        """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+        return run(self, self.build_parser(), argv)
 
     def __repr__(self) -> str:
         return f"TabularFormat({self.name!r})"
