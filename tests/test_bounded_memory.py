@@ -1,0 +1,43 @@
+"""Guarantee 4: a writer holds about one batch and one open shard, whatever the input size."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pyarrow as pa
+
+from beam_shards import Features, Value, write_shards
+
+FEATURES = Features({"id": Value("int64"), "blob": Value("binary")})
+BLOB = 20_000
+BATCH_BYTES = 256 << 10
+
+
+def _peak_held_bytes(tmp_path, num_examples: int) -> int:
+    """The most memory (Python objects plus Arrow buffers) alive while the write ran."""
+    peak = 0
+
+    def examples():
+        nonlocal peak
+        for i in range(num_examples):
+            current, _ = tracemalloc.get_traced_memory()
+            peak = max(peak, current + pa.total_allocated_bytes())
+            yield {"id": i, "blob": bytes([i % 256]) * BLOB}
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0] + pa.total_allocated_bytes()
+        manifest = write_shards(examples(), str(tmp_path / f"cache{num_examples}"), FEATURES,
+                                shard_size_bytes=2 << 20, batch_bytes=BATCH_BYTES)
+    finally:
+        tracemalloc.stop()
+    assert manifest.num_rows == num_examples and manifest.num_shards > 1
+    return peak - base
+
+
+def test_memory_held_does_not_grow_with_the_input(tmp_path):
+    small = _peak_held_bytes(tmp_path, 500)     # 10 MB of input
+    large = _peak_held_bytes(tmp_path, 2_000)   # 40 MB of input
+    assert large <= 1.2 * small + BLOB * 4, (small, large)
+    # About one batch of rows, plus the Arrow batch built from it while it is written.
+    assert large <= 4 * BATCH_BYTES, large
