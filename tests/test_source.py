@@ -379,3 +379,16 @@ def test_planning_counts_rows_from_the_narrowest_column():
     assert min(schema, key=lambda f: _width_rank(f.type)).name == "embedding"
     only_bytes = Features({"image": Image(), "caption": Value("string")}).arrow_schema()
     assert min(only_bytes, key=lambda f: _width_rank(f.type)).name == "caption"
+
+
+def test_transforms_pickle(tmp_path):
+    import pickle
+
+    from apache_beam.internal import pickler
+
+    out = str(tmp_path / "cache")
+    write_shards((example(i) for i in range(5)), out, FEATURES)
+    for transform in (ReadFromArrowShards(out, columns=["id"]), ReadAllFromArrowShards(as_batches=True)):
+        for dumps, loads in ((pickle.dumps, pickle.loads), (pickler.dumps, pickler.loads)):
+            clone = loads(dumps(transform))
+            assert clone.display_data()["columns"].value == transform.display_data()["columns"].value
