@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
+
+_LOGGER = logging.getLogger("beam_shards")
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
@@ -100,3 +105,34 @@ class CorruptCacheError(CacheError):
 
 class SchemaMismatchError(CacheError):
     """A cache was written with other features than the reader expects."""
+
+
+class VersionNotFoundError(CacheNotFoundError):
+    """A cache exists, but not the version asked for (never published, or removed by retention)."""
+
+
+class CacheExistsError(CacheError, FileExistsError):
+    """A write with `mode="error"` found a cache already at its path; nothing was published."""
+
+
+class PublishError(BeamShardsError):
+    """A write cannot be published (a staged shard is gone, or other writers kept winning); nothing was published."""
+
+
+class WriteInProgressError(BeamShardsError):
+    """A local publish or gc holds the cache folder's lock, so gc must not run now."""
+
+
+@contextlib.contextmanager
+def best_effort(what: str, path: str) -> Iterator[None]:
+    """Runs a clean-up step whose failure must neither fail nor hide the error of its caller: it is logged.
+
+    Example:
+        >>> with best_effort("remove the staging of write W", "/tmp/cache"):
+        ...     raise OSError("disk gone")
+    """
+    try:
+        yield
+    except Exception:
+        _LOGGER.warning("beam_shards: could not %s (`beam-shards gc %s` removes what is left)", what, path,
+                        exc_info=True)

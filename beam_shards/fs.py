@@ -9,11 +9,14 @@ argument as a glob, which a folder name with `[` in it would break.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import fnmatch
 import os
 import posixpath
 import re
 import shutil
+import stat
 from typing import BinaryIO
 
 # HDFS renames refuse an existing destination, so it takes the single-write path too.
@@ -75,8 +78,16 @@ def create(path: str) -> BinaryIO:
 
 
 def open_read(path: str) -> BinaryIO:
+    """Opens a file for reading; a local path that is not a regular file (a folder, a FIFO) is an OSError.
+
+    Opened without blocking, so a FIFO where a file should be cannot hang a reader.
+    """
     if is_local(path):
-        return open(local_path(path), "rb")
+        fd = os.open(local_path(path), os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+        return os.fdopen(fd, "rb")
     from apache_beam.io.filesystem import CompressionTypes
 
     return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
@@ -94,14 +105,16 @@ def exists(path: str) -> bool:
 
 
 def sizes(paths: list[str]) -> dict[str, int | None]:
-    """The size of each path, None where it does not exist."""
+    """The size of each path, None where it does not exist; -1 where a local path is not a regular file."""
     if all(is_local(p) for p in paths):
         result: dict[str, int | None] = {}
         for p in paths:
             try:
-                result[p] = os.stat(local_path(p)).st_size
-            except FileNotFoundError:
+                info = os.stat(local_path(p))
+            except (FileNotFoundError, NotADirectoryError):
                 result[p] = None
+            else:
+                result[p] = info.st_size if stat.S_ISREG(info.st_mode) else -1
         return result
     # One listing of the folder they share, not a metadata call per object.
     prefix = scheme(paths[0]) + "://" if "://" in paths[0] else ""
@@ -144,6 +157,37 @@ def list_dir(folder: str, pattern: str = "*", *, recursive: bool = False) -> dic
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class FileStat:
+    """A listed file: its size and when it was last changed (seconds since the epoch)."""
+
+    size: int
+    mtime: float
+
+
+def walk(folder: str) -> dict[str, FileStat]:
+    """Every file under `folder`, by its path relative to `folder` (with `/`).
+
+    Links are listed as themselves and never followed, so nothing outside `folder`
+    is ever listed (and so never deleted by a caller acting on the listing).
+    """
+    if not is_local(folder):
+        results = _filesystems().match([join(folder, "**")])
+        return {_relative(folder, meta.path): FileStat(meta.size_in_bytes, meta.last_updated_in_seconds or 0.0)
+                for result in results for meta in result.metadata_list}
+    root = local_path(folder)
+    found = {}
+    for current, _, files in os.walk(root):
+        for name in files:
+            full = os.path.join(current, name)
+            try:
+                info = os.lstat(full)
+            except FileNotFoundError:
+                continue
+            found[os.path.relpath(full, root).replace(os.sep, "/")] = FileStat(info.st_size, info.st_mtime)
+    return found
+
+
 def _relative(folder: str, path: str) -> str:
     return path[len(folder.rstrip("/")) + 1:]
 
@@ -153,21 +197,48 @@ def write_bytes(path: str, data: bytes) -> None:
         handle.write(data)
 
 
-def write_bytes_atomic(path: str, data: bytes, temp_suffix: str) -> None:
+def write_bytes_atomic(path: str, data: bytes, temp: str) -> None:
     """Writes `path` so readers see the old content or the new, never a part.
 
-    Where rename is atomic the data goes to a temporary name first; on object stores
-    a single object write is already atomic.
+    Where rename is atomic the data goes to the temporary name `temp` first; on
+    object stores a single object write is already atomic.
     """
     if not has_atomic_rename(path):
         write_bytes(path, data)
         return
-    temp = f"{path}.{temp_suffix}.tmp"
     write_bytes(temp, data)
     if is_local(path):
         _fsync(local_path(temp))
     rename([temp], [path])
     sync_dir(path)
+
+
+def create_if_absent(path: str, data: bytes, temp: str) -> bool:
+    """Writes `path` only if no file is there yet; returns whether this call created it.
+
+    On a local disk the data goes to `temp` first and is then hard-linked to `path`:
+    `link` fails when `path` exists, so two writers can never both create it and a
+    reader never sees a partial file. Object stores have no such call in Beam's
+    FileSystems: there a check for the object precedes one whole-object write, which
+    leaves a window between the check and the write in which a racing writer's
+    object can be replaced.
+    """
+    if not is_local(path):
+        if exists(path):
+            return False
+        write_bytes(path, data)
+        return True
+    os.makedirs(os.path.dirname(os.path.abspath(local_path(path))), exist_ok=True)
+    write_bytes(temp, data)
+    _fsync(local_path(temp))
+    try:
+        os.link(local_path(temp), local_path(path))
+    except FileExistsError:
+        return False
+    finally:
+        _delete_local(local_path(temp))
+    sync_dir(path)
+    return True
 
 
 def sync_dir(path: str) -> None:
