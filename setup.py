@@ -4,7 +4,7 @@ import setuptools
 
 setuptools.setup(
     name="beam_shards",
-    version="0.1.0",
+    version="0.2.0",
     description=(
         "Apache Beam sink and source for size-rotated Arrow IPC shard caches, "
         "with a random-access reader for training code."

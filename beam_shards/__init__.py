@@ -5,17 +5,19 @@ back with `ReadFromArrowShards` (a Beam source), `ArrowBackend` (Arrow random ac
 or `ShardedDataset` (decoded examples for training).
 """
 
-__version__ = "0.1.0"
-
+from beam_shards._version import __version__
 from beam_shards.backend import ArrowBackend
 from beam_shards.dataset import ShardedDataset
-from beam_shards.errors import (BeamShardsError, CacheError, CacheNotFoundError, CorruptCacheError, EncodeError,
-                                FeatureError, SchemaMismatchError)
+from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
+                                EncodeError, FeatureError, PublishError, SchemaMismatchError, VersionNotFoundError,
+                                WriteInProgressError)
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
+from beam_shards.gc import Retention
 from beam_shards.local import write_shards
-from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.manifest import Manifest, ShardInfo
 from beam_shards.verify import VerifyReport, verify
-from beam_shards.writer import ShardInfo, ShardWriter
+from beam_shards.versions import list_versions, read_metadata
+from beam_shards.writer import ShardWriter, WriterOptions
 
 _BEAM_TRANSFORMS = {
     "WriteToArrowShards": "beam_shards.sink",
@@ -34,9 +36,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheNotFoundError", "ClassLabel",
-    "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest",
-    "ReadAllFromArrowShards", "ReadFromArrowShards", "SchemaMismatchError", "Sequence", "ShardInfo", "ShardWriter",
-    "ShardedDataset", "Value", "VerifyReport", "Video", "WriteToArrowShards", "encode_example", "read_metadata",
+    "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError", "CacheNotFoundError", "ClassLabel",
+    "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest", "PublishError",
+    "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
+    "ShardWriter", "ShardedDataset", "Value", "VerifyReport", "VersionNotFoundError", "Video", "WriteInProgressError",
+    "WriteToArrowShards", "WriterOptions", "__version__", "encode_example", "list_versions", "read_metadata",
     "verify", "write_shards",
 ]

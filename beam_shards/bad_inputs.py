@@ -12,12 +12,11 @@ import json
 from typing import Any
 
 from beam_shards import fs
-
-BAD_INPUTS_NAME = "_bad_inputs.jsonl"
+from beam_shards.layout import CacheLayout
 
 
 def bad_inputs_path(path: str) -> str:
-    return fs.join(path, BAD_INPUTS_NAME)
+    return CacheLayout(path).bad_inputs
 
 
 def write_bad_inputs(path: str, write_id: str, records: list[dict[str, Any]]) -> None:
@@ -33,7 +32,7 @@ def write_bad_inputs(path: str, write_id: str, records: list[dict[str, Any]]) ->
         fs.delete([target])
         return
     lines = [json.dumps({"write_id": write_id, **record}, ensure_ascii=False) + "\n" for record in records]
-    fs.write_bytes_atomic(target, "".join(lines).encode("utf-8"), temp_suffix=write_id)
+    fs.write_bytes_atomic(target, "".join(lines).encode("utf-8"), CacheLayout.temporary(target, write_id))
 
 
 def read_bad_inputs(path: str) -> list[dict[str, Any]]:

@@ -1,90 +1,67 @@
-"""The manifest `_metadata.json`: the commit point of a cache, and its validation.
+"""The manifest: what one version of a cache holds, and its JSON form (pure logic, no I/O).
 
-A cache exists exactly when `<path>/_metadata.json` exists, and only the shards it
-lists belong to it. This module holds the format (pure logic) and `read_metadata`.
+A version's manifest lists its shards (file name, rows, bytes, checksum), its
+features, and how and when it was written. It is stored twice: immutable as
+`_versions/<N>.json` (format version 2), and as a copy of the latest in
+`_metadata.json`, written as format 1 plus the version number, so readers of format 1
+still open the latest version. Parsing trusts nothing in the file: every field is
+checked and any problem is a `CorruptCacheError` naming the file and the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
-import secrets
-import sys
 from typing import Any
 
-from beam_shards import fs
-from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FeatureError
+from beam_shards.errors import CorruptCacheError, FeatureError
 from beam_shards.features import Features
-from beam_shards.writer import COMPRESSIONS, ShardInfo
+from beam_shards.layout import CacheLayout, write_id_of_shard
 
 FORMAT_NAME = "beam_shards"
-FORMAT_VERSION = 1
-MANIFEST_NAME = "_metadata.json"
-STAGING_DIR = "_staging"
-LOCK_NAME = ".lock"
-_WRITE_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
-_SHARD_NAME = re.compile(r"^shard-(?P<write_id>\d{8}T\d{6}Z-[0-9a-f]{8})-\d{5,}-of-\d{5,}\.arrow$")
+FORMAT_VERSION = 2
+# The format `_metadata.json` is written in: format-1 readers open the latest version from it.
+POINTER_FORMAT_VERSION = 1
+COMPRESSIONS = (None, "zstd", "lz4")
+MODES = ("overwrite", "append", "error")
+MAX_MANIFEST_BYTES = 256 << 20
+_MAX_COUNT = 2**62
+_CHECKSUM = re.compile(r"^crc32:[0-9a-f]{8}$")
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
              "shards", "compression", "writer", "metadata")
 
 
-def new_write_id() -> str:
-    """A fresh write id: UTC time (sortable) and 32 random bits."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a version: its file name in the cache folder, rows, bytes on disk and checksum."""
 
-
-def is_write_id(text: Any) -> bool:
-    return isinstance(text, str) and _WRITE_ID.match(text) is not None
-
-
-def shard_file_name(write_id: str, index: int, count: int) -> str:
-    return f"shard-{write_id}-{index:05d}-of-{count:05d}.arrow"
-
-
-def write_id_of_shard(file_name: str) -> str | None:
-    """The write id in a shard file name, None if the name is not a shard's."""
-    match = _SHARD_NAME.match(file_name)
-    return match.group("write_id") if match else None
-
-
-def staging_dir(path: str, write_id: str) -> str:
-    return fs.join(path, STAGING_DIR, write_id)
-
-
-def writer_versions() -> dict[str, str]:
-    import apache_beam
-    import pyarrow
-
-    from beam_shards import __version__
-
-    return {
-        "package": f"beam_shards {__version__}",
-        "pyarrow": pyarrow.__version__,
-        "apache_beam": apache_beam.__version__,
-        "python": sys.version.split()[0],
-    }
+    file: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Manifest:
-    """What `_metadata.json` says: the features, the shards and how they were written.
+    """One published version of a cache: its features, its shards and how it was written.
 
     Attributes:
       path: the cache folder (not stored in the file).
+      version: the version number, 1 for the first publish (and for a format-1 cache).
       write_id: the id of the write that published this version.
       features: the schema.
-      shards: per shard its file name (relative to `path`), rows, bytes and checksum.
+      shards: the shards, in row order.
       compression: None, "zstd" or "lz4".
       metadata: free user metadata.
       writer: package, pyarrow, Beam and Python versions of the writer.
-      created: when the write was published (UTC, ISO 8601).
-      previous_write_id: the version this one replaced, for idempotent clean-up.
+      created: when the version was published (UTC, ISO 8601).
+      parent_version: the latest version when this one was published (None for the first).
+      mode: "overwrite", "append" or "error", as the write was asked.
     """
 
     path: str
+    version: int
     write_id: str
     features: Features
     shards: tuple[ShardInfo, ...]
@@ -92,7 +69,8 @@ class Manifest:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     writer: dict[str, str] = dataclasses.field(default_factory=dict)
     created: str = ""
-    previous_write_id: str | None = None
+    parent_version: int | None = None
+    mode: str = "overwrite"
 
     @property
     def num_rows(self) -> int:
@@ -111,54 +89,77 @@ class Manifest:
         return self.features.fingerprint()
 
     def __hash__(self) -> int:
-        return hash((self.path, self.write_id))
+        return hash((self.path, self.version, self.write_id))
 
     def shard_path(self, index: int) -> str:
-        return fs.join(self.path, self.shards[index].path)
+        """The full path of shard `index`."""
+        return CacheLayout(self.path).shard(self.shards[index].file)
 
     def __repr__(self) -> str:
-        return (f"Manifest(path={self.path!r}, write_id={self.write_id!r}, num_rows={self.num_rows}, "
-                f"num_shards={self.num_shards}, num_bytes={self.num_bytes}, compression={self.compression!r})")
+        return (f"Manifest(path={self.path!r}, version={self.version}, write_id={self.write_id!r}, "
+                f"num_rows={self.num_rows}, num_shards={self.num_shards}, num_bytes={self.num_bytes}, "
+                f"compression={self.compression!r})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
         return {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            "format_version": format_version,
+            "version": self.version,
             "write_id": self.write_id,
             "created": self.created,
+            "parent_version": self.parent_version,
+            "mode": self.mode,
             "features": self.features.to_dict(),
             "schema_fingerprint": self.schema_fingerprint,
             "num_rows": self.num_rows,
             "num_bytes": self.num_bytes,
             "compression": self.compression,
-            "shards": [
-                {"file": s.path, "num_rows": s.num_rows, "num_bytes": s.num_bytes, "checksum": s.checksum}
-                for s in self.shards
-            ],
+            "shards": [{"file": s.file, "num_rows": s.num_rows, "num_bytes": s.num_bytes, "checksum": s.checksum}
+                       for s in self.shards],
             "writer": self.writer,
-            "previous_write_id": self.previous_write_id,
             "metadata": self.metadata,
         }
 
-    def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False).encode("utf-8")
+    def to_json(self, format_version: int = FORMAT_VERSION) -> bytes:
+        return json.dumps(self.to_dict(format_version), indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
     @classmethod
-    def from_dict(cls, data: Any, path: str) -> Manifest:
-        """Parses and checks a manifest. Raises CorruptCacheError naming what is wrong."""
-        where = fs.join(path, MANIFEST_NAME)
+    def from_json(cls, raw: bytes, path: str, where: str) -> Manifest:
+        """Parses and checks the manifest bytes read from `where`, for the cache at `path`.
+
+        Raises:
+          CorruptCacheError: not JSON, nested too deep, NaN or infinite numbers, or any
+            field missing or invalid; the message names `where` and the field.
+        """
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise CorruptCacheError(f"{where} has {len(raw):,} bytes, more than a manifest may ({MAX_MANIFEST_BYTES:,})")
+        try:
+            data = json.loads(raw, parse_constant=_refuse_constant)
+        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+            raise CorruptCacheError(f"{where} is not valid JSON ({error})") from None
+        except RecursionError:
+            raise CorruptCacheError(f"{where} is nested too deeply to be a manifest") from None
+        try:
+            return cls.from_dict(data, path, where)
+        except RecursionError:
+            raise CorruptCacheError(f"{where} has features nested too deeply") from None
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str, where: str) -> Manifest:
+        """Checks parsed manifest data; raises CorruptCacheError naming what is wrong."""
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise CorruptCacheError(f"{where} is not a beam_shards manifest (no \"format\": \"{FORMAT_NAME}\")")
-        version = data.get("format_version")
-        if version != FORMAT_VERSION:
+        format_version = data.get("format_version")
+        if type(format_version) is not int or not 1 <= format_version <= FORMAT_VERSION:
             raise CorruptCacheError(
-                f"{where} has format version {version!r}; this beam_shards reads version {FORMAT_VERSION}"
-                + (" (upgrade beam_shards to read it)" if isinstance(version, int) and version > FORMAT_VERSION else ""))
+                f"{where} has format version {_shown(format_version)}; this beam_shards reads versions 1 to "
+                f"{FORMAT_VERSION}" + (" (upgrade beam_shards to read it)" if type(format_version) is int
+                                       and format_version > FORMAT_VERSION else ""))
         missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise CorruptCacheError(f"{where} lacks the field(s) {', '.join(missing)}")
         if data["compression"] not in COMPRESSIONS:
-            raise CorruptCacheError(f"{where} has an unknown compression {data['compression']!r}")
+            raise CorruptCacheError(f"{where} has an unknown compression {_shown(data['compression'])}")
         if not isinstance(data["metadata"], dict) or not isinstance(data["writer"], dict):
             raise CorruptCacheError(f"{where}: \"metadata\" and \"writer\" must be JSON objects")
         try:
@@ -167,94 +168,67 @@ class Manifest:
             raise CorruptCacheError(f"{where} has invalid features: {error}") from None
         if features.fingerprint() != data["schema_fingerprint"]:
             raise CorruptCacheError(
-                f"{where}: schema fingerprint {data['schema_fingerprint']!r} does not match its features "
+                f"{where}: schema fingerprint {_shown(data['schema_fingerprint'])} does not match its features "
                 f"({features.fingerprint()!r}); the manifest was edited")
-        shards = tuple(_parse_shard(entry, i, where) for i, entry in enumerate(_as_list(data["shards"], where)))
-        names = [s.path for s in shards]
+        if not isinstance(data["shards"], list):
+            raise CorruptCacheError(f"{where}: \"shards\" must be a list")
+        shards = tuple(_parse_shard(entry, i, where) for i, entry in enumerate(data["shards"]))
+        names = [s.file for s in shards]
         if len(set(names)) != len(names):
             raise CorruptCacheError(f"{where} lists a shard file more than once")
         total = sum(s.num_rows for s in shards)
-        if data["num_rows"] != total:
-            raise CorruptCacheError(f"{where} says num_rows={data['num_rows']!r} but its shards hold {total} rows")
-        return cls(path=path, write_id=str(data["write_id"]), features=features, shards=shards,
+        if type(data["num_rows"]) is not int or data["num_rows"] != total:
+            raise CorruptCacheError(f"{where} says num_rows={_shown(data['num_rows'])} but its shards hold {total} rows")
+        version = data.get("version", 1)
+        parent = data.get("parent_version")
+        mode = data.get("mode", "overwrite")
+        if not _is_count(version) or version < 1 or not (parent is None or _is_count(parent) and parent < version):
+            raise CorruptCacheError(f"{where} has an invalid version {_shown(version)} or parent {_shown(parent)}")
+        if mode not in MODES or not isinstance(data["write_id"], str) or not isinstance(data.get("created", ""), str):
+            raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
+        return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
-                   created=data.get("created", ""), previous_write_id=data.get("previous_write_id"))
+                   created=data.get("created", ""), parent_version=parent, mode=mode)
 
 
-def _as_list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise CorruptCacheError(f"{where}: \"shards\" must be a list")
-    return value
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a manifest may hold")
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value < _MAX_COUNT
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _parse_shard(entry: Any, index: int, where: str) -> ShardInfo:
+    if not isinstance(entry, dict):
+        raise CorruptCacheError(f"{where}: shard {index} is not a JSON object")
     try:
         name, rows, size, checksum = entry["file"], entry["num_rows"], entry["num_bytes"], entry["checksum"]
-    except (TypeError, KeyError) as error:
+    except KeyError as error:
         raise CorruptCacheError(f"{where}: shard {index} lacks {error}") from None
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
-        raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {name!r}")
-    if not all(isinstance(n, int) and n >= 0 for n in (rows, size)) or not isinstance(checksum, str):
+    if not isinstance(name, str) or write_id_of_shard(name) is None:
+        raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {_shown(name)}")
+    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) or not _CHECKSUM.match(checksum):
         raise CorruptCacheError(f"{where}: shard {index} ({name}) has invalid rows, bytes or checksum")
     return ShardInfo(name, rows, size, checksum)
 
 
-def read_metadata(path: str, *, check_files: bool = True) -> Manifest:
-    """Reads and validates the manifest of the cache at `path`.
-
-    Example:
-        >>> manifest = read_metadata("/tmp/my_cache")  # doctest: +SKIP
-        >>> manifest.num_rows, manifest.num_shards  # doctest: +SKIP
-
-    Args:
-      path: the cache folder (local, gs://, s3://...).
-      check_files: also check that every listed shard exists with its recorded size.
-
-    Raises:
-      CacheNotFoundError: no `_metadata.json` at `path`.
-      CorruptCacheError: the manifest is invalid, of an unknown format version, or a
-        shard is missing or has another size than recorded.
-    """
-    where = fs.join(path, MANIFEST_NAME)
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    """Returns `metadata` as a dict if it is a JSON object without NaN; raises ValueError otherwise."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict; got {type(metadata).__name__}")
     try:
-        raw = fs.read_bytes(where)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        raise CacheNotFoundError(_not_found_message(path)) from None
-    except OSError as error:
-        if not fs.is_local(path) and not fs.exists(where):
-            raise CacheNotFoundError(_not_found_message(path)) from None
-        raise CorruptCacheError(f"cannot read {where}: {error}") from error
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptCacheError(f"{where} is not valid JSON ({error})") from None
-    manifest = Manifest.from_dict(data, path)
-    if check_files:
-        problems = check_shard_sizes(manifest)
-        if problems:
-            raise CorruptCacheError(f"cache at {path} is damaged: " + "; ".join(problems))
-    return manifest
-
-
-def _not_found_message(path: str) -> str:
-    text = f"no beam_shards cache at {path}: {fs.join(path, MANIFEST_NAME)} does not exist"
-    if fs.exists(fs.join(path, STAGING_DIR)):
-        text += " (a write is in progress there, or was killed: `beam-shards gc` cleans up after it)"
-    return text
-
-
-def check_shard_sizes(manifest: Manifest) -> list[str]:
-    """One problem per listed shard that is missing or not of its recorded size."""
-    paths = [manifest.shard_path(i) for i in range(manifest.num_shards)]
-    found = fs.sizes(paths)
-    problems = []
-    for shard, path in zip(manifest.shards, paths):
-        size = found[path]
-        if size is None:
-            problems.append(f"shard {shard.path} is missing")
-        elif size != shard.num_bytes:
-            problems.append(size_problem(f"shard {shard.path}", size, shard.num_bytes))
-    return problems
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"metadata must be JSON-serializable: {error}") from None
+    return metadata
 
 
 def size_problem(what: str, size: int, expected: int) -> str:

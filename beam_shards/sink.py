@@ -1,17 +1,21 @@
-"""`WriteToArrowShards`: the Beam sink, size-rotated shards per bundle and one atomic publish.
+"""`WriteToArrowShards`: the Beam sink, size-rotated shards per bundle, published as one new version.
 
-The shape follows Beam's own `iobase.WriteImpl`: a write id made at run time (so a
-re-run of the same pipeline or template never reuses one), a DoFn that writes each
-bundle's shards into a staging folder of its own, and one finalize step that
-publishes them. Every bundle attempt writes under a fresh attempt id, so retried or
-repeated bundles never collide; only the shards reported by committed bundles reach
-finalize, and finalize removes the whole staging folder with the rest.
+The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
+
+- initialize: a write id is made when the pipeline runs (`NewWriteId`), so a re-run
+  of the same pipeline or template never reuses one.
+- write: each bundle attempt encodes its examples and stages size-rotated shards in
+  a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
+  bundles never collide; a failed attempt removes its files. Only the shards of
+  committed bundles travel on, through a shuffle that makes the list stable.
+- finalize: `commit.publish` moves the listed shards to their final names and commits
+  them as the next version; run again, it finds its version and publishes nothing
+  more. Then the write's staging goes, and retention runs (`gc.py`).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 import apache_beam as beam
@@ -20,17 +24,18 @@ from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards import fs
-from beam_shards.commit import check_write, publish, remove_staging, staged_shards
-from beam_shards.errors import EncodeError
+from beam_shards import counters, fs
+from beam_shards.commit import check_write, publish, remove_staging
+from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
-from beam_shards.local import split_key, write_example
-from beam_shards.manifest import Manifest, is_write_id, new_write_id, staging_dir
-from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardInfo,
-                                ShardWriter)
+from beam_shards.gc import Retention, collect_garbage
+from beam_shards.layout import CacheLayout, check_write_id, new_write_id
+from beam_shards.local import staged_shards
+from beam_shards.manifest import Manifest
+from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
+                                WriterOptions, WrittenShard, split_key)
 
 _LOGGER = logging.getLogger(__name__)
-METRICS_NAMESPACE = "beam_shards"
 
 
 def preview_example(example: Any, fields: int = 3) -> str:
@@ -56,16 +61,17 @@ def _write_id_or_fallback(write_id: Any) -> str:
 class _WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards."""
 
-    def __init__(self, path: str, features: Features, writer_options: dict[str, Any]):
-        self._path = path
+    def __init__(self, path: str, features: Features, options: WriterOptions):
+        self._layout = CacheLayout(path)
         self._features = features
-        self._writer_options = writer_options
-        self._rows = Metrics.counter(METRICS_NAMESPACE, "rows_written")
-        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
-        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
+        self._options = options
+        self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_WRITTEN)
+        self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_WRITTEN)
+        self._shards = Metrics.counter(counters.NAMESPACE, counters.SHARDS_WRITTEN)
 
     def start_bundle(self) -> None:
         self._writer: ShardWriter | None = None
+        self._write_id: str | None = None
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
@@ -74,9 +80,11 @@ class _WriteBundleFn(beam.DoFn):
     def process(self, element: Any, write_id: Any) -> None:
         key, example = split_key(element, None)
         if self._writer is None:
-            self._writer = self._open_writer(_write_id_or_fallback(write_id))
+            self._write_id = _write_id_or_fallback(write_id)
+            attempt = self._layout.new_attempt(self._write_id)
+            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options)
         try:
-            write_example(self._writer, self._features, example, key)
+            self._writer.add(example, key)
         except EncodeError as error:
             self._discard()
             if key is None and isinstance(example, dict):  # name it by its first fields, only on failure
@@ -87,18 +95,12 @@ class _WriteBundleFn(beam.DoFn):
             self._discard()
             raise
 
-    def _open_writer(self, write_id: str) -> ShardWriter:
-        attempt = fs.join(staging_dir(self._path, write_id), uuid.uuid4().hex)
-        return ShardWriter(self._features, staged_shards(attempt), **self._writer_options)
-
     def _discard(self) -> None:
         # A failed attempt removes what it staged; the runner may retry the bundle.
-        writer, self._writer = self._writer, None
+        writer, self._writer = getattr(self, "_writer", None), None
         if writer is not None:
-            try:
+            with best_effort("remove the files of a failed bundle", self._layout.path):
                 fs.delete(writer.abort())
-            except Exception:  # clean-up is best effort; finalize or gc removes the rest
-                _LOGGER.warning("beam_shards: could not remove the files of a failed bundle", exc_info=True)
 
     def finish_bundle(self):
         if self._writer is None:
@@ -113,37 +115,39 @@ class _WriteBundleFn(beam.DoFn):
             self._rows.inc(shard.num_rows)
             self._shards.inc()
             self._bytes.inc(shard.num_bytes)
-            yield window.GlobalWindows.windowed_value(shard)
+            yield window.GlobalWindows.windowed_value((self._write_id, shard))
 
 
 class _FinalizeFn(beam.DoFn):
-    """Publishes the staged shards of every committed bundle; safe to run more than once."""
+    """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
-    def __init__(self, path: str, features: Features, compression: str | None, metadata: dict[str, Any]):
+    def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
+                 retention: Retention | None):
         self._path = path
         self._features = features
-        self._compression = compression
+        self._options = options
         self._metadata = metadata
+        self._mode = mode
+        self._retention = retention
 
-    def process(self, unused: Any, write_id: Any, shards: list[ShardInfo]):
+    def process(self, unused: Any, write_id: Any, staged: list[tuple[str, WrittenShard]]):
         if isinstance(write_id, EmptySideInput):
-            write_id = _staged_write_id(shards[0].path) if shards else new_write_id()
-        manifest = publish(self._path, write_id=write_id, features=self._features, staged=shards,
-                           compression=self._compression, metadata=self._metadata)
+            write_id = staged[0][0] if staged else new_write_id()
+        manifest = publish(self._path, write_id=write_id, features=self._features, staged=[s for _, s in staged],
+                           options=self._options, metadata=self._metadata, mode=self._mode)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
-        others = {_staged_write_id(s.path) for s in shards} - {write_id}
-        for other in sorted(others):
-            remove_staging(self._path, other)
+        layout = CacheLayout(self._path)
+        for other in sorted({w for w, _ in staged} - {write_id}):
+            with best_effort(f"remove the staging of write {other}", self._path):
+                remove_staging(layout, other)
+        if self._retention is not None:
+            with best_effort("apply retention after publishing", self._path):
+                collect_garbage(self._path, self._retention)
         yield manifest
 
 
-def _staged_write_id(staged_path: str) -> str:
-    # <path>/_staging/<write id>/<attempt>/part-NNNNN.arrow
-    return staged_path.replace("\\", "/").rstrip("/").split("/")[-3]
-
-
 class WriteToArrowShards(beam.PTransform):
-    """Writes a PCollection of examples into a published cache of Arrow shards.
+    """Writes a PCollection of examples into a cache of Arrow shards, published as a new version.
 
     Elements are example dicts or `(key, dict)` pairs; a pyarrow RecordBatch or Table
     of examples (or a `(key, batch)` pair) is also accepted and checked column by
@@ -151,9 +155,11 @@ class WriteToArrowShards(beam.PTransform):
 
     Each bundle encodes its examples against `features` and writes size-rotated Arrow
     IPC shards into `<path>/_staging/`; one finalize step then gives them their final
-    names, writes `_metadata.json` last (the commit point) and removes the version it
-    replaced and the staging folder. Readers see the old cache or the new, never a mix.
-    All file access goes through Beam's FileSystems, so gs:// and s3:// paths work.
+    names and commits them as the next version (`_versions/<N>.json`, created only if
+    absent, then `_metadata.json`). Readers see the old version or the new, never a
+    mix, and a reader that opened an older version keeps reading it until retention
+    removes it. All file access goes through Beam's FileSystems, so gs:// and s3://
+    paths work.
 
     Example:
         >>> import apache_beam as beam
@@ -174,7 +180,13 @@ class WriteToArrowShards(beam.PTransform):
       batch_bytes: bytes per record batch at most (bounds a bundle's memory).
       compression: None, "zstd" or "lz4".
       metadata: free JSON-serializable metadata stored in the manifest.
-      write_id: the id of this write, from `beam_shards.manifest.new_write_id()`; by
+      mode: "overwrite" (publish these rows alone), "append" (the latest version's
+        shards plus these; same features and compression) or "error" (refuse a path
+        that already holds a cache, checked before the pipeline runs and again at
+        publish).
+      retention: the retention applied after publishing (`beam_shards.gc.Retention`);
+        None to keep every version.
+      write_id: the id of this write, from `beam_shards.layout.new_write_id()`; by
         default one is made when the pipeline runs. Give one to clean up after a failed
         run yourself (`beam_shards.commit.abandon(path, write_id)`); it must be new for
         every run, or finalize takes the run for a retry of the published one.
@@ -184,6 +196,8 @@ class WriteToArrowShards(beam.PTransform):
 
     Raises:
       ValueError: an option out of range (at construction).
+      CacheExistsError: `mode="error"` and a cache is at `path`.
+      SchemaMismatchError: `mode="append"` to a cache of other features.
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
     """
@@ -191,15 +205,17 @@ class WriteToArrowShards(beam.PTransform):
     def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
                  max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
-                 metadata: dict[str, Any] | None = None, write_id: str | None = None):
+                 metadata: dict[str, Any] | None = None, mode: str = "overwrite",
+                 retention: Retention | None = Retention(), write_id: str | None = None):
         super().__init__()
-        self._writer_options = dict(shard_size_bytes=shard_size_bytes, max_rows_per_shard=max_rows_per_shard,
-                                    batch_size=batch_size, batch_bytes=batch_bytes, compression=compression)
-        self._metadata = check_write(path, features, self._writer_options, metadata)
-        if write_id is not None and not is_write_id(write_id):
-            raise ValueError(f"write_id must look like one from beam_shards.manifest.new_write_id(); got {write_id!r}")
+        self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+        self._metadata = check_write(path, features, metadata, mode)
+        if write_id is not None:
+            check_write_id(write_id)
         self._path = path
         self._features = features
+        self._mode = mode
+        self._retention = retention
         self._write_id = write_id
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest]:
@@ -214,22 +230,23 @@ class WriteToArrowShards(beam.PTransform):
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
         staged = (
             pcoll
-            | "WriteBundles" >> beam.ParDo(
-                _WriteBundleFn(self._path, self._features, self._writer_options), AsSingleton(write_id))
+            | "WriteBundles" >> beam.ParDo(_WriteBundleFn(self._path, self._features, self._options),
+                                           AsSingleton(write_id))
             # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
             | "Pair" >> beam.Map(lambda shard: (None, shard))
             | "GroupShards" >> beam.GroupByKey()
             | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
         return do_once | "Finalize" >> beam.ParDo(
-            _FinalizeFn(self._path, self._features, self._writer_options["compression"], self._metadata),
+            _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
             AsSingleton(write_id), AsList(staged))
 
     def display_data(self) -> dict[str, Any]:
-        options = self._writer_options
+        options = self._options
         return {
             "path": DisplayDataItem(self._path, label="Cache path"),
-            "shard_size_bytes": DisplayDataItem(options["shard_size_bytes"], label="Target shard size (bytes)"),
-            "batch_size": DisplayDataItem(options["batch_size"], label="Rows per record batch"),
-            "compression": DisplayDataItem(str(options["compression"]), label="Compression"),
+            "mode": DisplayDataItem(self._mode, label="Mode"),
+            "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
+            "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
+            "compression": DisplayDataItem(str(options.compression), label="Compression"),
             "features": DisplayDataItem(repr(self._features), label="Features"),
         }

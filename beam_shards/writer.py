@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.features import Features, row_nbytes
+from beam_shards.manifest import COMPRESSIONS
+from beam_shards.shard_file import format_checksum
 
-COMPRESSIONS = (None, "zstd", "lz4")
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_BATCH_BYTES = 16 << 20
@@ -28,21 +29,62 @@ _FOOTER_BLOCK_BYTES = 24
 
 
 @dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    """One written shard: where it is, its rows, its size on disk and its checksum."""
+class WrittenShard:
+    """A shard the writer closed: the path it was written to, its rows, size on disk and checksum."""
 
     path: str
     num_rows: int
     num_bytes: int
     checksum: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+
+@dataclasses.dataclass(frozen=True)
+class WriterOptions:
+    """How a write cuts its rows into batches and shards; checked when made.
+
+    Example:
+        >>> WriterOptions(shard_size_bytes=64 << 20).batch_size
+        1000
+
+    Args:
+      shard_size_bytes: target size of a shard on disk; a shard closes before a batch
+        would take it past this.
+      max_rows_per_shard: optional cap on rows per shard.
+      batch_size: rows per record batch at most.
+      batch_bytes: bytes per record batch at most (bounds the memory a writer holds).
+      compression: None, "zstd" or "lz4" (Arrow IPC buffer compression).
+
+    Raises:
+      ValueError: an option out of range, naming it.
+    """
+
+    shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES
+    max_rows_per_shard: int | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    compression: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("shard_size_bytes", "batch_size", "batch_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}")
+        rows = self.max_rows_per_shard
+        if rows is not None and (type(rows) is not int or rows < 1):
+            raise ValueError(f"max_rows_per_shard must be a positive int or None; got {rows!r}")
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}; got {self.compression!r}")
 
 
-def format_checksum(crc: int) -> str:
-    """How a shard's CRC-32 is written in the manifest."""
-    return f"crc32:{crc:08x}"
+def split_key(item: Any, position: Any) -> tuple[Any, Any]:
+    """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
+
+    Any 2-tuple is taken as a pair: a tuple is never an example itself, so when its
+    second item is not a dict either, the error names the pair's key.
+    """
+    if isinstance(item, tuple) and len(item) == 2:
+        return item
+    return position, item
 
 
 class _ChecksumStream:
@@ -80,22 +122,6 @@ class _ChecksumStream:
     @property
     def checksum(self) -> str:
         return format_checksum(self.crc)
-
-
-def validate_writer_options(shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None,
-                            batch_size: int = DEFAULT_BATCH_SIZE, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                            compression: str | None = None) -> None:
-    """Raises ValueError naming the first option out of range."""
-    if not isinstance(shard_size_bytes, int) or shard_size_bytes < 1:
-        raise ValueError(f"shard_size_bytes must be a positive int; got {shard_size_bytes!r}")
-    if max_rows_per_shard is not None and (not isinstance(max_rows_per_shard, int) or max_rows_per_shard < 1):
-        raise ValueError(f"max_rows_per_shard must be a positive int or None; got {max_rows_per_shard!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
-    if not isinstance(batch_bytes, int) or batch_bytes < 1:
-        raise ValueError(f"batch_bytes must be a positive int; got {batch_bytes!r}")
-    if compression not in COMPRESSIONS:
-        raise ValueError(f"compression must be one of {COMPRESSIONS}; got {compression!r}")
 
 
 def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
@@ -153,37 +179,33 @@ class ShardWriter:
         >>> def open_shard(index):
         ...     files.append(io.BytesIO()); files[-1].close = lambda: None
         ...     return f"shard-{index}.arrow", files[-1]
-        >>> writer = ShardWriter(features, open_shard, shard_size_bytes=1 << 20)
+        >>> writer = ShardWriter(features, open_shard, WriterOptions(shard_size_bytes=1 << 20))
         >>> for i in range(10):
-        ...     writer.write({"x": i})
+        ...     writer.add({"x": i}, key=i)
         >>> [s.num_rows for s in writer.close()]
         [10]
 
     Args:
-      features: the schema rows were encoded with.
+      features: the schema rows are encoded with.
       open_shard: called with a shard's sequence number; returns its path and a
         writable binary stream, which the writer closes when the shard is done.
-      shard_size_bytes: the target size of a shard on disk.
-      max_rows_per_shard: an optional cap on rows per shard.
-      batch_size: rows per record batch at most.
-      batch_bytes: bytes per record batch at most (clamped to a quarter of a shard).
-      compression: None, "zstd" or "lz4" (Arrow IPC buffer compression).
+      options: batch and shard sizes and compression (`batch_bytes` is clamped to a
+        quarter of a shard).
     """
 
-    def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]], *,
-                 shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None,
-                 batch_size: int = DEFAULT_BATCH_SIZE, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                 compression: str | None = None):
-        validate_writer_options(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+    def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
+                 options: WriterOptions | None = None):
+        options = options or WriterOptions()
+        shard_size_bytes = options.shard_size_bytes
         self._features = features
         self._schema = features.arrow_schema()
         self._open_shard = open_shard
         self._shard_size = shard_size_bytes
-        self._max_rows = max_rows_per_shard
-        self._batch_size = batch_size
-        self._batch_bytes = min(batch_bytes, max(1, shard_size_bytes // 4))
-        self._options = pa.ipc.IpcWriteOptions(compression=compression)
-        self._compressed = compression is not None
+        self._max_rows = options.max_rows_per_shard
+        self._batch_size = options.batch_size
+        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4))
+        self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
+        self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
         self._rows: list[dict[str, Any]] = []
         self._rows_bytes = 0
@@ -195,12 +217,24 @@ class ShardWriter:
         self._shard_batches = 0
         self._written_uncompressed = 0
         self._written_on_disk = 0
-        self.shards: list[ShardInfo] = []
+        self.shards: list[WrittenShard] = []
         self.paths: list[str] = []
 
     def __repr__(self) -> str:
         return (f"ShardWriter(shards={len(self.shards)}, shard_size_bytes={self._shard_size}, "
                 f"batch_size={self._batch_size}, buffered_rows={len(self._rows)})")
+
+    def add(self, example: Any, key: Any) -> int:
+        """Encodes one example, or a pyarrow RecordBatch/Table of them, and adds it; returns its rows.
+
+        Raises:
+          EncodeError: the example does not match the features (names `key`).
+        """
+        if isinstance(example, (pa.RecordBatch, pa.Table)):
+            self.write_table(self._features.encode_batch(example, key))
+            return example.num_rows
+        self.write(self._features.encode_example(example, key))
+        return 1
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
         """Adds one encoded row (from `Features.encode_example`)."""
@@ -234,7 +268,7 @@ class ShardWriter:
             self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])
             offset += rows
 
-    def close(self) -> list[ShardInfo]:
+    def close(self) -> list[WrittenShard]:
         """Writes what is buffered, closes the open shard and returns all shards written."""
         self._flush()
         self._close_shard()
@@ -289,6 +323,6 @@ class ShardWriter:
         self._ipc.close()
         _sync(self._raw)
         self._raw.close()
-        self.shards.append(ShardInfo(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
+        self.shards.append(WrittenShard(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
         self._raw = self._stream = self._ipc = None
         self._shard_rows = self._shard_batches = 0
