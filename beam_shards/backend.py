@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import operator
 import os
 import threading
@@ -14,10 +13,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards import fs
-from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest, read_metadata, size_problem
+from beam_shards.manifest import Manifest
+from beam_shards.shard_file import ShardFile
+from beam_shards.versions import read_metadata
 
 DEFAULT_MAX_OPEN_SHARDS = 512
 
@@ -49,15 +48,14 @@ class ArrowBackend:
 
     Example:
         >>> import pyarrow as pa
-        >>> backend = ArrowBackend(pa.table({"x": list(range(10))}))
+        >>> backend = ArrowBackend.from_table(pa.table({"x": list(range(10))}))
         >>> backend.take([3, 1, 3]).column("x").to_pylist()
         [3, 1, 3]
         >>> backend.get_row(-1)
         {'x': 9}
 
-    Args:
-      table: an in-memory table to serve (use `ArrowBackend.open` for a cache).
-      max_open_shards: how many shards may be open at once.
+    Build one with `ArrowBackend.open(path)` (a published cache) or
+    `ArrowBackend.from_table(table)` (an in-memory table).
 
     Raises:
       CorruptCacheError (from `open` and reads): a shard is missing, truncated, or does
@@ -65,30 +63,47 @@ class ArrowBackend:
       IndexError: an index out of range (the error carries the index and the length).
     """
 
-    def __init__(self, table: pa.Table | None = None, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
-                 _manifest: Manifest | None = None):
-        if max_open_shards < 1:
-            raise ValueError(f"max_open_shards must be at least 1; got {max_open_shards}")
+    def __init__(self, manifest: Manifest | None, table: pa.Table | None, max_open_shards: int):
+        if type(max_open_shards) is not int or max_open_shards < 1:
+            raise ValueError(f"max_open_shards must be an int of at least 1; got {max_open_shards!r}")
         self._max_open = max_open_shards
-        self._manifest = _manifest
-        if _manifest is not None:
-            self._table = None
-            self._schema = _manifest.features.arrow_schema()
-            shard_rows = [s.num_rows for s in _manifest.shards]
-        elif isinstance(table, pa.Table):
-            self._table = _widen_binary(table)
-            self._schema = self._table.schema
-            shard_rows = [self._table.num_rows]
+        self._manifest = manifest
+        self._table = table
+        if manifest is not None:
+            self._schema = manifest.features.arrow_schema()
+            shard_rows = [s.num_rows for s in manifest.shards]
         else:
-            raise TypeError(f"ArrowBackend takes a pyarrow Table, or use ArrowBackend.open(path); got {type(table).__name__}")
+            self._schema = table.schema
+            shard_rows = [table.num_rows]
         self._offsets = np.cumsum([0] + shard_rows, dtype=np.int64)
         self._starts = self._offsets.tolist()
         self._reset()
 
     @classmethod
-    def open(cls, path: str, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
-        """Opens the published cache at `path` (checks the manifest and shard sizes)."""
-        return cls(max_open_shards=max_open_shards, _manifest=read_metadata(path))
+    def open(cls, path: str, *, version: int | None = None,
+             max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
+        """Opens one version of the published cache at `path` (checks the manifest and shard sizes).
+
+        Args:
+          path: the cache folder.
+          version: the version to read, pinned for the backend's life; None for the latest.
+          max_open_shards: how many shards may be open at once.
+
+        Raises:
+          CacheNotFoundError, VersionNotFoundError, CorruptCacheError: see `read_metadata`.
+        """
+        return cls(read_metadata(path, version=version), None, max_open_shards)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
+        """Serves an in-memory table (binary and string columns widened to 64-bit offsets).
+
+        Raises:
+          TypeError: `table` is not a pyarrow Table.
+        """
+        if not isinstance(table, pa.Table):
+            raise TypeError(f"ArrowBackend.from_table takes a pyarrow Table; got {type(table).__name__}")
+        return cls(None, _widen_binary(table), max_open_shards)
 
     def _reset(self) -> None:
         self._open: OrderedDict[int, _OpenShard] = OrderedDict()
@@ -106,7 +121,8 @@ class ArrowBackend:
         self._reset()
 
     def __repr__(self) -> str:
-        source = f"path={self._manifest.path!r}" if self._manifest else "in-memory table"
+        source = (f"path={self._manifest.path!r}, version={self._manifest.version}" if self._manifest
+                  else "in-memory table")
         return (f"ArrowBackend({source}, num_rows={self.num_rows}, num_shards={self.num_shards}, "
                 f"open_shards={len(self._open)})")
 
@@ -234,7 +250,7 @@ class ArrowBackend:
     def _load(self, shard_id: int) -> _OpenShard:
         if self._manifest is None:
             return _OpenShard(self._table.to_batches())
-        return _OpenShard(read_shard_batches(self._manifest, shard_id))
+        return _OpenShard(ShardFile(self._manifest, shard_id).read_batches())
 
     @property
     def open_shards(self) -> list[int]:
@@ -264,110 +280,6 @@ def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = 
     if bad.any():
         raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a {what} of {length} rows")
     return np.where(idx < 0, idx + length, idx)
-
-
-def read_shard_batches(manifest: Manifest, shard_id: int) -> list[pa.RecordBatch]:
-    """Opens shard `shard_id` of a cache and checks it against the manifest.
-
-    Local shards are memory-mapped; other schemes are read into memory.
-
-    Raises:
-      CorruptCacheError: the shard is missing, truncated, not an Arrow file, or its
-        schema or row count differ from the manifest.
-    """
-    reader = open_shard(manifest, shard_id)
-    batches = [read_batch(reader, i, manifest, shard_id) for i in range(reader.num_record_batches)]
-    check_shard_rows(manifest, shard_id, sum(b.num_rows for b in batches))
-    return batches
-
-
-def read_batch(reader: pa.ipc.RecordBatchFileReader, index: int, manifest: Manifest, shard_id: int) -> pa.RecordBatch:
-    """Record batch `index` of a shard opened by `open_shard`, its offsets and lengths checked.
-
-    pyarrow trusts the offsets it reads: a damaged one sends a later read outside the
-    memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks every
-    offset against its buffer, and UTF-8 in string columns, without touching binary
-    data. Damage inside a data buffer stays invisible here; `verify`'s checksum sees it.
-
-    Raises:
-      CorruptCacheError: the batch cannot be read or is not a valid Arrow batch.
-    """
-    with unreadable_as_corrupt(manifest, shard_id):
-        batch = reader.get_batch(index)
-        batch.validate(full=True)
-    return batch
-
-
-def open_shard(manifest: Manifest, shard_id: int, *, columns: Sequence[str] | None = None,
-               stream: bool = False) -> pa.ipc.RecordBatchFileReader:
-    """Opens shard `shard_id` of a cache and checks its size and schema against the manifest.
-
-    Local shards are memory-mapped. Other schemes are read whole into memory or, with
-    `stream`, through a seekable `FileSystems` stream, so that only the footer and the
-    batches asked for are fetched. With `columns`, the reader's batches hold only those
-    columns (in schema order) and only their buffers are read.
-
-    Raises:
-      CorruptCacheError: the shard is missing, truncated, not an Arrow file, or its
-        schema differs from the manifest's.
-    """
-    entry = manifest.shards[shard_id]
-    path = manifest.shard_path(shard_id)
-    where = shard_where(manifest, shard_id)
-    try:
-        if fs.is_local(path):
-            source = pa.memory_map(fs.local_path(path))
-        elif stream:
-            source = pa.PythonFile(fs.open_read(path), mode="r")
-        else:
-            source = pa.BufferReader(fs.read_bytes(path))
-    except FileNotFoundError:
-        raise CorruptCacheError(f"{where} is missing{_overwritten_hint(manifest)}") from None
-    if source.size() != entry.num_bytes:
-        raise CorruptCacheError(size_problem(where, source.size(), entry.num_bytes))
-    expected = manifest.features.arrow_schema()
-    with unreadable_as_corrupt(manifest, shard_id):
-        reader = pa.ipc.open_file(source)
-    if not reader.schema.equals(expected, check_metadata=False):
-        raise CorruptCacheError(f"{where} has schema {reader.schema.to_string(show_schema_metadata=False)!r}, "
-                                f"the manifest's features give {expected.to_string(show_schema_metadata=False)!r}")
-    if columns is None:
-        return reader
-    # A second reader over the same source: its footer says which buffers the projection skips.
-    options = pa.ipc.IpcReadOptions(included_fields=[expected.get_field_index(name) for name in columns])
-    with unreadable_as_corrupt(manifest, shard_id):
-        return pa.ipc.open_file(source, options=options)
-
-
-def shard_where(manifest: Manifest, shard_id: int) -> str:
-    """How errors name a shard: its index, file name and cache."""
-    return f"shard {shard_id} ({manifest.shards[shard_id].path}) of the cache at {manifest.path}"
-
-
-@contextlib.contextmanager
-def unreadable_as_corrupt(manifest: Manifest, shard_id: int) -> Iterator[None]:
-    """Turns pyarrow's errors reading a shard into a CorruptCacheError naming the shard."""
-    try:
-        yield
-    except (pa.ArrowException, OSError) as error:
-        raise CorruptCacheError(f"{shard_where(manifest, shard_id)} is not a readable Arrow IPC file: {error}") from None
-
-
-def check_shard_rows(manifest: Manifest, shard_id: int, rows: int) -> None:
-    """Raises CorruptCacheError unless the shard's batches hold the rows its manifest entry says."""
-    expected = manifest.shards[shard_id].num_rows
-    if rows != expected:
-        raise CorruptCacheError(f"{shard_where(manifest, shard_id)} holds {rows} rows, the manifest says {expected}")
-
-
-def _overwritten_hint(manifest: Manifest) -> str:
-    from beam_shards.commit import current_write_id
-
-    now = current_write_id(manifest.path)
-    if now is not None and now != manifest.write_id:
-        return (f": the cache was overwritten by write {now} after this reader opened write "
-                f"{manifest.write_id}; open it again")
-    return ""
 
 
 def _widen_binary(table: pa.Table) -> pa.Table:

@@ -1,10 +1,11 @@
 """`beam-shards`: look at, check and clean a cache from the shell.
 
-    beam-shards info PATH                     what the cache holds, and the count per class
-    beam-shards verify PATH                   check every shard against the manifest
-    beam-shards head PATH [-n 5] [--columns image label]
-    beam-shards show PATH --out grid.png [-n 64]
-    beam-shards gc PATH [--dry-run]           remove what killed writes left behind
+    beam-shards info PATH [--version N]       what the cache holds, and the count per class
+    beam-shards log PATH                      the versions kept: number, write id, time, rows, shards, mode
+    beam-shards verify PATH [--version N]     check every shard against the manifest
+    beam-shards head PATH [-n 5] [--columns image label] [--version N]
+    beam-shards show PATH --out grid.png [-n 64] [--version N]
+    beam-shards gc PATH [--keep K] [--min_age 7d] [--dry-run]   retention, and what killed writes left
 
 Exit status: 0 when all is well, 1 when the cache has a problem, 2 for a usage error
 or a path that is not a cache.
@@ -13,9 +14,11 @@ or a path that is not a cache.
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,11 +26,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards import fs
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
-from beam_shards.errors import BeamShardsError, CacheNotFoundError, CorruptCacheError
+from beam_shards.errors import BeamShardsError, CacheNotFoundError
+from beam_shards.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Video
-from beam_shards.manifest import Manifest, read_metadata
+from beam_shards.manifest import Manifest
+from beam_shards.shard_file import ShardFile
+from beam_shards.versions import list_versions, read_metadata
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 CAPTION_HEIGHT = 14
@@ -58,18 +63,10 @@ def _label_feature(feature: Feature) -> ClassLabel | None:
 
 def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """The record batches of one shard holding only `columns`: other columns are not read."""
-    path = manifest.shard_path(shard_id)
-    indices = [list(manifest.features).index(name) for name in columns]
-    source = pa.memory_map(fs.local_path(path)) if fs.is_local(path) else pa.PythonFile(fs.open_read(path), mode="r")
-    try:
-        reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=indices))
-        for index in range(reader.num_record_batches):
-            yield reader.get_batch(index)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CorruptCacheError(f"shard {manifest.shards[shard_id].path} cannot be read ({error}); "
-                                "run `beam-shards verify` for details") from None
-    finally:
-        source.close()
+    shard = ShardFile(manifest, shard_id)
+    reader = shard.open(columns=columns, stream=True)
+    for index in range(reader.num_record_batches):
+        yield shard.read_batch(reader, index)
 
 
 def class_counts(manifest: Manifest) -> dict[str, np.ndarray]:
@@ -95,7 +92,7 @@ def class_counts(manifest: Manifest) -> dict[str, np.ndarray]:
 
 
 def _info(args: argparse.Namespace) -> int:
-    manifest = read_metadata(args.path)
+    manifest = read_metadata(args.path, version=args.version)
     rows = manifest.num_rows
     per_row = f", {human_size(manifest.num_bytes / rows)} per row" if rows else ""
     writer = manifest.writer.get("package", "?") + "".join(
@@ -105,6 +102,8 @@ def _info(args: argparse.Namespace) -> int:
         f"rows         {rows:,}",
         f"shards       {manifest.num_shards:,} ({human_size(manifest.num_bytes)} on disk{per_row})",
         f"compression  {manifest.compression or 'none'}",
+        f"version      {manifest.version} ({manifest.mode}"
+        + (f" over version {manifest.parent_version})" if manifest.parent_version else ")"),
         f"write id     {manifest.write_id}" + (f" (published {manifest.created})" if manifest.created else ""),
         f"written by   {writer}",
     ]
@@ -142,7 +141,7 @@ def _verify(args: argparse.Namespace) -> int:
     def on_shard(done: int, total: int) -> None:
         meter.update(extra=f"{done:,}/{total:,} ({100 * done / total:.0f}%)")
 
-    report = verify(args.path, on_shard=on_shard)
+    report = verify(args.path, version=args.version, on_shard=on_shard)
     meter.finish()
     for problem in report.problems:
         print(f"problem: {problem}")
@@ -195,17 +194,17 @@ def _columns(values: Sequence[str] | None) -> list[str] | None:
     return [name for value in values for name in value.split(",") if name] if values else None
 
 
-def _open_dataset(path: str, columns: list[str] | None):
+def _open_dataset(path: str, columns: list[str] | None, version: int | None):
     from beam_shards.dataset import ShardedDataset
 
     try:
-        return ShardedDataset(path, columns=columns, image_mode="bytes")
+        return ShardedDataset(path, version=version, columns=columns, image_mode="bytes")
     except KeyError as error:
         raise UsageError(error.args[0]) from None
 
 
 def _head(args: argparse.Namespace) -> int:
-    dataset = _open_dataset(args.path, _columns(args.columns))
+    dataset = _open_dataset(args.path, _columns(args.columns), args.version)
     features = dataset.features
     count = min(args.n, len(dataset))
     rows = dataset.__getitems__(list(range(count)))
@@ -268,7 +267,7 @@ def _thumbnail(data: bytes | None, size: int):
 
 
 def _show(args: argparse.Namespace) -> int:
-    manifest = read_metadata(args.path)
+    manifest = read_metadata(args.path, version=args.version)
     features = manifest.features
     images = [name for name, feature in features.items() if isinstance(feature, Image)]
     image_column = args.image or (images[0] if images else None)
@@ -279,7 +278,7 @@ def _show(args: argparse.Namespace) -> int:
     label_column = args.label or (labels[0] if labels else None)
     if label_column is not None and label_column not in features:
         raise UsageError(f"the cache at {args.path} has no column {label_column!r} (its columns: {', '.join(features)})")
-    dataset = _open_dataset(args.path, [image_column] + ([label_column] if label_column else []))
+    dataset = _open_dataset(args.path, [image_column] + ([label_column] if label_column else []), manifest.version)
     count = min(args.n, len(dataset))
     if count == 0:
         raise UsageError(f"the cache at {args.path} has no rows to show")
@@ -305,21 +304,39 @@ def _caption(value: Any, feature: Feature) -> str:
 
 # gc -------------------------------------------------------------------------------
 
-def _gc(args: argparse.Namespace) -> int:
-    from beam_shards.gc import collect_garbage, find_garbage
+def _log(args: argparse.Namespace) -> int:
+    versions = list_versions(args.path)
+    print(f"{'version':>7}  {'write id':<25}  {'created':<29}  {'rows':>12}  {'shards':>7}  mode")
+    for manifest in reversed(versions):
+        print(f"{manifest.version:>7}  {manifest.write_id:<25}  {manifest.created or '?':<29}  "
+              f"{manifest.num_rows:>12,}  {manifest.num_shards:>7,}  {manifest.mode}")
+    return EXIT_OK
 
-    garbage = find_garbage(args.path)
+
+def _gc(args: argparse.Namespace) -> int:
+    retention = Retention(keep=args.keep, min_age=args.min_age)
+    garbage = (find_garbage if args.dry_run else collect_garbage)(args.path, retention)
     if not garbage.published:
         print(f"no cache is published at {args.path}; these are files of writes that never finished")
+    if garbage.removed_versions:
+        print(f"versions removed by retention ({retention}): {', '.join(map(str, garbage.removed_versions))}")
     for name, size in sorted(garbage.files.items()):
-        print(f"  {name}  ({human_size(size)})")
+        print(f"  {name}  ({human_size(size)}): {garbage.reasons[name]}")
     total = f"{len(garbage.files):,} file(s), {human_size(garbage.num_bytes)}"
-    if args.dry_run:
-        print(f"dry run: would remove {total}" if garbage.files else f"nothing to remove in {args.path}")
-        return EXIT_OK
-    collect_garbage(garbage)
-    print(f"removed {total}" if garbage.files else f"nothing to remove in {args.path}")
+    if not garbage.files:
+        print(f"nothing to remove in {args.path} (versions kept: {', '.join(map(str, garbage.kept_versions))})")
+    else:
+        print(f"dry run: would remove {total}" if args.dry_run else f"removed {total}")
     return EXIT_OK
+
+
+def duration(text: str) -> datetime.timedelta:
+    """A duration like `7d`, `12h`, `30m`, `45s` or `0`, for `--min_age`."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a duration like 7d, 12h, 30m, 45s or 0; got {text!r}")
+    unit = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+    return datetime.timedelta(**{unit: float(match.group(1))})
 
 
 # command line ---------------------------------------------------------------------
@@ -373,15 +390,30 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--columns", type=positive_int, help="cells across (default: about a square)")
     show.set_defaults(run=_show)
 
-    gc = commands.add_parser("gc", help="remove what killed writes left behind",
-                             description="Remove what killed writes left in PATH: staging folders, temporary "
-                                         "manifests and shard files no manifest lists. The published cache, its "
-                                         "lock and its bad-inputs list are never touched. Run it when no write to "
-                                         "PATH is running.")
+    log = commands.add_parser("log", help="list the versions kept, newest first",
+                              description="List the versions of the cache at PATH that retention kept, newest "
+                                          "first: number, write id, when published, rows, shards and mode.")
+    log.set_defaults(run=_log)
+
+    gc = commands.add_parser("gc", help="remove old versions (retention) and what killed writes left behind",
+                             description="Apply retention to the cache at PATH: keep the newest K versions, and "
+                                         "every version superseded less than MIN_AGE ago; remove the others' "
+                                         "manifests and the shards only they list. Also remove what writes that "
+                                         "stopped left (staging folders, temporary files, shards no version lists) "
+                                         "once they are MIN_AGE old. Files beam_shards does not name are never "
+                                         "touched. --min_age 0 removes a killed write's files at once: use it only "
+                                         "when no write to PATH is running.")
+    gc.add_argument("--keep", type=positive_int, default=DEFAULT_KEEP, metavar="K",
+                    help=f"the newest versions always kept (default {DEFAULT_KEEP})")
+    gc.add_argument("--min_age", type=duration, default=DEFAULT_MIN_AGE, metavar="DURATION",
+                    help="keep versions superseded, and leftovers changed, less than this long ago, like 7d, 12h, "
+                         "30m or 0 (default 7d)")
     gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     gc.set_defaults(run=_gc)
 
-    for command in (info, verify, head, show, gc):
+    for command in (info, verify, head, show):
+        command.add_argument("--version", type=positive_int, metavar="N", help="the version to read (default: the latest)")
+    for command in (info, log, verify, head, show, gc):
         command.add_argument("path", metavar="PATH", help="the cache folder")
     return parser
 

@@ -30,6 +30,7 @@ class ShardedDataset:
 
     Args:
       source: the cache path, or an `ArrowBackend` opened on one.
+      version: with a path, the version to read (pinned); None for the latest.
       columns: the columns to return (all by default).
       image_mode: "pil" (default), "numpy" (HxWxC or, single-channel, HxW) or "bytes" (undecoded).
       transform: an optional function applied to each decoded example.
@@ -41,10 +42,11 @@ class ShardedDataset:
       IndexError: an index out of range (the message carries index and length).
     """
 
-    def __init__(self, source: str | ArrowBackend, *, columns: Sequence[str] | None = None,
+    def __init__(self, source: str | ArrowBackend, *, version: int | None = None, columns: Sequence[str] | None = None,
                  image_mode: str = "pil", transform: Callable[[dict[str, Any]], Any] | None = None,
                  max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS):
-        backend = source if isinstance(source, ArrowBackend) else ArrowBackend.open(source, max_open_shards=max_open_shards)
+        backend = (source if isinstance(source, ArrowBackend)
+                   else ArrowBackend.open(source, version=version, max_open_shards=max_open_shards))
         if backend.features is None:
             raise FeatureError("ShardedDataset needs a backend opened on a cache (its features drive decoding)")
         self._backend = backend
@@ -66,9 +68,9 @@ class ShardedDataset:
         return self._features
 
     def __repr__(self) -> str:
-        path = self._backend.manifest.path
-        return (f"ShardedDataset(path={path!r}, num_rows={len(self)}, columns={self._columns}, "
-                f"image_mode={self._image_mode!r})")
+        manifest = self._backend.manifest
+        return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, num_rows={len(self)}, "
+                f"columns={self._columns}, image_mode={self._image_mode!r})")
 
     def __len__(self) -> int:
         return len(self._indices)

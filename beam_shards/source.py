@@ -25,12 +25,13 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.backend import check_shard_rows, open_shard, read_batch, shard_where, unreadable_as_corrupt
+from beam_shards import counters
 from beam_shards.decode import check_image_mode, decode_table
-from beam_shards.errors import CacheError, CorruptCacheError, SchemaMismatchError
+from beam_shards.errors import CorruptCacheError, SchemaMismatchError
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest, read_metadata
-from beam_shards.sink import METRICS_NAMESPACE
+from beam_shards.manifest import Manifest
+from beam_shards.shard_file import ShardFile
+from beam_shards.versions import read_metadata
 
 DEFAULT_SPLIT_BYTES = 16 << 20
 
@@ -41,7 +42,7 @@ class ShardTask:
 
     Attributes:
       path: the cache folder.
-      write_id: the write that published the version being read.
+      version: the version being read.
       shard_id: the shard's index in that version's manifest.
       num_batches: the shard's record batches (the offsets of its restriction).
       num_bytes: the shard's size on disk.
@@ -49,7 +50,7 @@ class ShardTask:
     """
 
     path: str
-    write_id: str
+    version: int
     shard_id: int
     num_batches: int
     num_bytes: int
@@ -60,7 +61,7 @@ class BatchRangeProvider(RestrictionProvider):
     """Restrictions over a `ShardTask`: an `OffsetRange` of record batch indices.
 
     Example:
-        >>> task = ShardTask("/tmp/cache", "w", 0, num_batches=10, num_bytes=1000, split_batches=4)
+        >>> task = ShardTask("/tmp/cache", 1, 0, num_batches=10, num_bytes=1000, split_batches=4)
         >>> provider = BatchRangeProvider()
         >>> list(provider.split(task, provider.initial_restriction(task)))
         [OffsetRange(start=0, stop=4), OffsetRange(start=4, stop=8), OffsetRange(start=8, stop=10)]
@@ -93,14 +94,14 @@ def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = DEF
     """
     schema = manifest.features.arrow_schema()
     narrow = min(schema, key=lambda field: _width_rank(field.type)).name
-    reader = open_shard(manifest, shard_id, columns=[narrow], stream=True)
-    with unreadable_as_corrupt(manifest, shard_id):
+    shard = ShardFile(manifest, shard_id)
+    reader = shard.open(columns=[narrow], stream=True)
+    with shard.unreadable_as_corrupt():
         rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    check_shard_rows(manifest, shard_id, rows)
-    entry = manifest.shards[shard_id]
+    shard.check_rows(rows)
     num_batches = reader.num_record_batches
-    split_batches = max(1, desired_split_bytes * num_batches // max(1, entry.num_bytes))
-    return ShardTask(manifest.path, manifest.write_id, shard_id, num_batches, entry.num_bytes, split_batches)
+    split_batches = max(1, desired_split_bytes * num_batches // max(1, shard.entry.num_bytes))
+    return ShardTask(manifest.path, manifest.version, shard_id, num_batches, shard.entry.num_bytes, split_batches)
 
 
 def _width_rank(arrow_type: pa.DataType) -> int:
@@ -113,18 +114,15 @@ def _width_rank(arrow_type: pa.DataType) -> int:
 
 
 class _Manifests:
-    """The manifests a read needs, by cache path: given up front, or read once per worker."""
+    """The manifests a read needs, by (cache path, version): given up front, or read once per worker."""
 
     def __init__(self, known: Iterable[Manifest] = ()):
-        self._by_path = {m.path: m for m in known}
+        self._by_key = {(m.path, m.version): m for m in known}
 
-    def get(self, path: str, write_id: str) -> Manifest:
-        manifest = self._by_path.get(path)
+    def get(self, path: str, version: int) -> Manifest:
+        manifest = self._by_key.get((path, version))
         if manifest is None:
-            manifest = self._by_path[path] = read_metadata(path, check_files=False)
-        if manifest.write_id != write_id:
-            raise CacheError(f"the cache at {path} was overwritten by write {manifest.write_id} while this "
-                             f"pipeline read write {write_id}; run the pipeline again")
+            manifest = self._by_key[path, version] = read_metadata(path, version=version, check_files=False)
         return manifest
 
 
@@ -157,12 +155,12 @@ class _ReadSpec:
         return cls(tuple(columns) if columns is not None else None, bool(as_batches), features, bool(decode),
                    check_image_mode(image_mode), desired_split_bytes)
 
-    def open(self, path: str) -> Manifest:
-        """The manifest of the cache at `path`, checked (shards present) and fitting this read.
+    def open(self, path: str, version: int | None = None) -> Manifest:
+        """The manifest of a version of the cache at `path`, checked (shards present) and fitting this read.
 
         Raises SchemaMismatchError or KeyError when this read does not fit the cache.
         """
-        manifest = read_metadata(path)
+        manifest = read_metadata(path, version=version)
         if self.features is not None and self.features.fingerprint() != manifest.schema_fingerprint:
             raise SchemaMismatchError(
                 f"the cache at {manifest.path} has schema fingerprint {manifest.schema_fingerprint} but "
@@ -206,15 +204,15 @@ def _feature_diff(expected: Features, found: Features) -> str:
 
 
 class _PlanShardsFn(beam.DoFn):
-    """(cache path, write id, shard id) -> a checked and sized `ShardTask`."""
+    """(cache path, version, shard id) -> a checked and sized `ShardTask`."""
 
     def __init__(self, manifests: _Manifests, desired_split_bytes: int):
         self._manifests = manifests
         self._desired_split_bytes = desired_split_bytes
 
     def process(self, ref: tuple[str, str, int]) -> Iterator[ShardTask]:
-        path, write_id, shard_id = ref
-        yield plan_shard(self._manifests.get(path, write_id), shard_id, self._desired_split_bytes)
+        path, version, shard_id = ref
+        yield plan_shard(self._manifests.get(path, version), shard_id, self._desired_split_bytes)
 
 
 class _ReadBatchesFn(beam.DoFn):
@@ -223,30 +221,31 @@ class _ReadBatchesFn(beam.DoFn):
     def __init__(self, manifests: _Manifests, spec: _ReadSpec):
         self._manifests = manifests
         self._spec = spec
-        self._rows = Metrics.counter(METRICS_NAMESPACE, "rows_read")
-        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_read")
+        self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_READ)
+        self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_READ)
 
     def process(self, task: ShardTask,
                 tracker: OffsetRestrictionTracker = beam.DoFn.RestrictionParam(BatchRangeProvider())) -> Iterator[Any]:
         restriction = tracker.current_restriction()
         if restriction.start == restriction.stop:
             return
-        manifest = self._manifests.get(task.path, task.write_id)
-        reader = open_shard(manifest, task.shard_id, columns=self._spec.columns, stream=True)
+        manifest = self._manifests.get(task.path, task.version)
+        shard = ShardFile(manifest, task.shard_id)
+        reader = shard.open(columns=self._spec.columns, stream=True)
         if reader.num_record_batches != task.num_batches:
-            raise CorruptCacheError(f"{shard_where(manifest, task.shard_id)} now holds {reader.num_record_batches} "
+            raise CorruptCacheError(f"{shard.where} now holds {reader.num_record_batches} "
                                     f"record batches, {task.num_batches} when the read was planned")
         for index in range(restriction.start, restriction.stop):
             if not tracker.try_claim(index):
                 return
-            batch = read_batch(reader, index, manifest, task.shard_id)
+            batch = shard.read_batch(reader, index)
             self._rows.inc(batch.num_rows)
             self._bytes.inc(batch.nbytes)
             yield from self._spec.outputs(batch, manifest.features)
 
 
 class _ReadShards(beam.PTransform):
-    """(cache path, write id, shard id) refs -> the rows (or batches) of those shards."""
+    """(cache path, version, shard id) refs -> the rows (or batches) of those shards."""
 
     def __init__(self, manifests: _Manifests, spec: _ReadSpec):
         super().__init__()
@@ -280,6 +279,8 @@ class ReadFromArrowShards(beam.PTransform):
 
     Args:
       path: the cache folder (local, gs://, s3://, ...).
+      version: the version to read, pinned when the transform is applied; None for
+        the latest. Workers read that version whatever is published meanwhile.
       columns: the columns to read (all by default); only their buffers are read.
       as_batches: emit `pa.RecordBatch`es instead of one dict per row.
       features: the features the cache must have been written with.
@@ -289,6 +290,7 @@ class ReadFromArrowShards(beam.PTransform):
 
     Raises:
       CacheNotFoundError: there is no cache at `path` (when applied).
+      VersionNotFoundError: `version` is not kept.
       CorruptCacheError: the manifest is invalid or a shard is missing or of another
         size (when applied); a shard's schema or rows differ (when run).
       SchemaMismatchError: the cache's schema fingerprint differs from `features`'.
@@ -296,15 +298,17 @@ class ReadFromArrowShards(beam.PTransform):
       ValueError, TypeError: invalid options (at construction).
     """
 
-    def __init__(self, path: str, *, columns: Sequence[str] | None = None, as_batches: bool = False,
+    def __init__(self, path: str, *, version: int | None = None, columns: Sequence[str] | None = None,
+                 as_batches: bool = False,
                  features: Features | None = None, decode: bool = False, image_mode: str = "pil",
                  desired_split_bytes: int = DEFAULT_SPLIT_BYTES):
         super().__init__()
         self._path = path
+        self._version = version
         self._spec = _ReadSpec.make(columns, as_batches, features, decode, image_mode, desired_split_bytes)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        manifest = self._spec.open(self._path)
+        manifest = self._spec.open(self._path, self._version)
         return (pbegin
                 | "Shards" >> beam.Create(_shard_refs(manifest))
                 | "Read" >> _ReadShards(_Manifests([manifest]), self._spec))
@@ -350,9 +354,9 @@ class ReadAllFromArrowShards(beam.PTransform):
         return self._spec.display_data(None)
 
 
-def _list_shards(path: str, spec: _ReadSpec) -> list[tuple[str, str, int]]:
+def _list_shards(path: str, spec: _ReadSpec) -> list[tuple[str, int, int]]:
     return _shard_refs(spec.open(path))
 
 
-def _shard_refs(manifest: Manifest) -> list[tuple[str, str, int]]:
-    return [(manifest.path, manifest.write_id, shard_id) for shard_id in range(manifest.num_shards)]
+def _shard_refs(manifest: Manifest) -> list[tuple[str, int, int]]:
+    return [(manifest.path, manifest.version, shard_id) for shard_id in range(manifest.num_shards)]

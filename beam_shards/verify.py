@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from collections.abc import Callable
 
-from beam_shards import fs
-from beam_shards.backend import read_shard_batches
 from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
-from beam_shards.manifest import Manifest, read_metadata, size_problem
-from beam_shards.writer import format_checksum
-
-_CHUNK = 8 << 20
+from beam_shards.manifest import Manifest, size_problem
+from beam_shards.shard_file import ShardFile
+from beam_shards.versions import read_metadata
 
 
 @dataclasses.dataclass
@@ -35,7 +31,8 @@ class VerifyReport:
         return f"VerifyReport(path={self.path!r}, ok={self.ok}, shards_checked={self.shards_checked}, problems={len(self.problems)})"
 
 
-def verify(path: str, *, on_shard: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(path: str, *, version: int | None = None,
+           on_shard: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Checks the manifest and every shard: present, size, checksum, schema, rows.
 
     Example:
@@ -44,6 +41,7 @@ def verify(path: str, *, on_shard: Callable[[int, int], None] | None = None) -> 
 
     Args:
       path: the cache folder.
+      version: the version to check; None for the latest.
       on_shard: called with (shards done, shard count) after each shard, for progress.
 
     Returns:
@@ -53,7 +51,7 @@ def verify(path: str, *, on_shard: Callable[[int, int], None] | None = None) -> 
       CacheNotFoundError: there is no cache at `path`.
     """
     try:
-        manifest = read_metadata(path, check_files=False)
+        manifest = read_metadata(path, version=version, check_files=False)
     except CacheNotFoundError:
         raise
     except CacheError as error:
@@ -69,32 +67,22 @@ def verify(path: str, *, on_shard: Callable[[int, int], None] | None = None) -> 
 
 def check_shard(manifest: Manifest, shard_id: int) -> list[str]:
     """The problems of one shard (empty when it is sound)."""
-    entry = manifest.shards[shard_id]
-    path = manifest.shard_path(shard_id)
+    shard = ShardFile(manifest, shard_id)
+    name = shard.entry.file
     try:
-        crc, size = _checksum(path)
+        checksum, size = shard.checksum()
     except FileNotFoundError:
-        return [f"shard {entry.path} is missing"]
+        return [f"shard {name} is missing"]
     except OSError as error:
-        return [f"shard {entry.path} cannot be read: {error}"]
+        return [f"shard {name} cannot be read: {error}"]
     problems = []
-    if size != entry.num_bytes:
-        problems.append(size_problem(f"shard {entry.path}", size, entry.num_bytes))
-    checksum = format_checksum(crc)
-    if checksum != entry.checksum:
-        problems.append(f"shard {entry.path} has checksum {checksum}, the manifest says {entry.checksum}")
-    if size == entry.num_bytes:
+    if size != shard.entry.num_bytes:
+        problems.append(size_problem(f"shard {name}", size, shard.entry.num_bytes))
+    if checksum != shard.entry.checksum:
+        problems.append(f"shard {name} has checksum {checksum}, the manifest says {shard.entry.checksum}")
+    if size == shard.entry.num_bytes:
         try:
-            read_shard_batches(manifest, shard_id)
+            shard.read_batches()
         except CorruptCacheError as error:
             problems.append(str(error))
     return problems
-
-
-def _checksum(path: str) -> tuple[int, int]:
-    crc = size = 0
-    with fs.open_read(path) as handle:
-        while chunk := handle.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-    return crc, size

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import logging
 import os
 import re
 import sys
@@ -25,18 +24,19 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from beam_shards import fs
+from beam_shards import counters, fs
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
 from beam_shards.cli import human_size, positive_int
-from beam_shards.commit import abandon
-from beam_shards.errors import BeamShardsError, EncodeError, FeatureError
+from beam_shards.commit import abandon, find_published
+from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
-from beam_shards.manifest import Manifest, new_write_id, read_metadata
-from beam_shards.sink import METRICS_NAMESPACE, WriteToArrowShards
-from beam_shards.writer import COMPRESSIONS, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from beam_shards.layout import new_write_id
+from beam_shards.manifest import COMPRESSIONS, MODES, Manifest
+from beam_shards.sink import WriteToArrowShards
+from beam_shards.versions import read_metadata
+from beam_shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from pipelines.runners import local_output_problem
 
-_LOGGER = logging.getLogger(__name__)
 
 DEFAULT_RUNNER = "FnApiRunner"
 _BAD = "bad"
@@ -154,6 +154,9 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
                         help=f"rows per Arrow record batch at most (default {DEFAULT_BATCH_SIZE})")
     parser.add_argument("--compression", choices=[str(c).lower() for c in COMPRESSIONS], default="none",
                         help="shard compression; none (the default) lets readers memory-map shards with no copy")
+    parser.add_argument("--mode", choices=MODES, default="overwrite",
+                        help="overwrite (default): publish a version of these rows alone; append: the latest "
+                             "version's rows plus these; error: refuse an --output that already holds a cache")
     parser.add_argument("--skip_bad", action="store_true",
                         help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
                              "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
@@ -198,7 +201,7 @@ class _EncodeFn(beam.DoFn):
     def __init__(self, features: Features, skip_bad: bool):
         self._features = features
         self._skip_bad = skip_bad
-        self._bad = Metrics.counter(METRICS_NAMESPACE, "bad_inputs")
+        self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
 
     def process(self, element: tuple[str, Any]):
         where, example = element
@@ -247,7 +250,7 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     checked = examples | "Encode" >> beam.ParDo(_EncodeFn(features, args.skip_bad)).with_outputs(_BAD, main="rows")
     manifest = checked.rows | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
-        compression=args.compression, metadata=metadata, write_id=write_id)
+        compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id)
     _ = (checked[_BAD]
          | "CollectBadInputs" >> beam.combiners.ToList()
          | "ListBadInputs" >> beam.Map(_record_bad_inputs, args.output, AsSingleton(manifest)))
@@ -269,17 +272,10 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
             write_cache(read(pipeline), args, features, metadata, write_id)
     except Exception:
         # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
-        _abandon_quietly(args.output, write_id)
+        with best_effort(f"remove the files of failed write {write_id}", args.output):
+            abandon(args.output, write_id)
         raise
-    return read_metadata(args.output, check_files=False)
-
-
-def _abandon_quietly(output: str, write_id: str) -> None:
-    try:
-        abandon(output, write_id)
-    except Exception:  # must not hide the error that failed the pipeline
-        _LOGGER.warning("beam_shards: could not remove the staged files of failed write %s at %s "
-                        "(`beam-shards gc %s` removes them)", write_id, output, output, exc_info=True)
+    return find_published(args.output, write_id) or read_metadata(args.output, check_files=False)
 
 
 def report(manifest: Manifest) -> str:

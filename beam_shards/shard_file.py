@@ -1,0 +1,158 @@
+"""One shard file of a published version: opened, checked against its manifest entry, read.
+
+Every reader goes through `ShardFile`: `ArrowBackend`, the Beam source, `verify` and the
+CLI. Whatever the file holds, reading it gives the rows its manifest entry promises or
+a `CorruptCacheError` naming the shard, never a crash inside pyarrow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+
+from beam_shards import fs
+from beam_shards.errors import CorruptCacheError
+from beam_shards.manifest import Manifest, ShardInfo, size_problem
+from beam_shards.versions import version_numbers
+
+_CHUNK = 8 << 20
+
+
+def format_checksum(crc: int) -> str:
+    """How a shard's CRC-32 is written in the manifest."""
+    return f"crc32:{crc:08x}"
+
+
+class ShardFile:
+    """Shard `shard_id` of a version: where it is, what its manifest entry says, and how to read it.
+
+    Example:
+        >>> shard = ShardFile(read_metadata("/tmp/my_cache"), 0)  # doctest: +SKIP
+        >>> batches = shard.read_batches()  # doctest: +SKIP
+
+    Args:
+      manifest: the version the shard belongs to.
+      shard_id: the shard's index in `manifest.shards`.
+    """
+
+    def __init__(self, manifest: Manifest, shard_id: int):
+        self.manifest = manifest
+        self.shard_id = shard_id
+        self.entry: ShardInfo = manifest.shards[shard_id]
+        self.path = manifest.shard_path(shard_id)
+
+    def __repr__(self) -> str:
+        return f"ShardFile({self.where})"
+
+    @property
+    def where(self) -> str:
+        """How errors name the shard: its index, file name, version and cache."""
+        return (f"shard {self.shard_id} ({self.entry.file}) of version {self.manifest.version} of the cache at "
+                f"{self.manifest.path}")
+
+    @contextlib.contextmanager
+    def unreadable_as_corrupt(self) -> Iterator[None]:
+        """Turns pyarrow's errors reading the shard into a CorruptCacheError naming it."""
+        try:
+            yield
+        except (pa.ArrowException, OSError) as error:
+            raise CorruptCacheError(f"{self.where} is not a readable Arrow IPC file: {error}") from None
+
+    def open(self, *, columns: Sequence[str] | None = None, stream: bool = False) -> pa.ipc.RecordBatchFileReader:
+        """Opens the shard and checks its size and schema against the manifest.
+
+        Local shards are memory-mapped. Other schemes are read whole into memory or,
+        with `stream`, through a seekable `FileSystems` stream, so that only the footer
+        and the batches asked for are fetched. With `columns`, the reader's batches
+        hold only those columns (in schema order) and only their buffers are read.
+
+        Raises:
+          CorruptCacheError: the shard is missing, not a regular file, truncated, not
+            an Arrow file, or its schema differs from the manifest's.
+        """
+        try:
+            if fs.is_local(self.path):
+                size = fs.sizes([self.path])[self.path]
+                if size is None or size < 0:
+                    raise FileNotFoundError(self.path) if size is None else IsADirectoryError(self.path)
+                source = pa.memory_map(fs.local_path(self.path))
+            elif stream:
+                source = pa.PythonFile(fs.open_read(self.path), mode="r")
+            else:
+                source = pa.BufferReader(fs.read_bytes(self.path))
+        except FileNotFoundError:
+            raise CorruptCacheError(f"{self.where} is missing{_removed_hint(self.manifest)}") from None
+        except IsADirectoryError:
+            raise CorruptCacheError(f"{self.where} is not a regular file") from None
+        if source.size() != self.entry.num_bytes:
+            raise CorruptCacheError(size_problem(self.where, source.size(), self.entry.num_bytes))
+        expected = self.manifest.features.arrow_schema()
+        with self.unreadable_as_corrupt():
+            reader = pa.ipc.open_file(source)
+        if not reader.schema.equals(expected, check_metadata=False):
+            raise CorruptCacheError(f"{self.where} has schema {reader.schema.to_string(show_schema_metadata=False)!r}, "
+                                    f"the manifest's features give {expected.to_string(show_schema_metadata=False)!r}")
+        if columns is None:
+            return reader
+        # A second reader over the same source: its footer says which buffers the projection skips.
+        options = pa.ipc.IpcReadOptions(included_fields=[expected.get_field_index(name) for name in columns])
+        with self.unreadable_as_corrupt():
+            return pa.ipc.open_file(source, options=options)
+
+    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int) -> pa.RecordBatch:
+        """Record batch `index` of the shard opened as `reader`, its offsets and lengths checked.
+
+        pyarrow trusts the offsets it reads: a damaged one sends a later read outside
+        the memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks
+        every offset against its buffer, and UTF-8 in string columns, without touching
+        binary data. Damage inside a data buffer stays invisible here; the checksum
+        (`verify`) sees it.
+
+        Raises:
+          CorruptCacheError: the batch cannot be read or is not a valid Arrow batch.
+        """
+        with self.unreadable_as_corrupt():
+            batch = reader.get_batch(index)
+            batch.validate(full=True)
+        return batch
+
+    def read_batches(self) -> list[pa.RecordBatch]:
+        """Every record batch of the shard, each checked, and their rows checked against the manifest.
+
+        Raises:
+          CorruptCacheError: as `open` and `read_batch`, or the shard holds another
+            number of rows than its manifest entry says.
+        """
+        reader = self.open()
+        batches = [self.read_batch(reader, i) for i in range(reader.num_record_batches)]
+        self.check_rows(sum(b.num_rows for b in batches))
+        return batches
+
+    def check_rows(self, rows: int) -> None:
+        """Raises CorruptCacheError unless `rows` is what the manifest entry says."""
+        if rows != self.entry.num_rows:
+            raise CorruptCacheError(f"{self.where} holds {rows} rows, the manifest says {self.entry.num_rows}")
+
+    def checksum(self) -> tuple[str, int]:
+        """The checksum of the file as it is now, and its size (read in chunks: memory stays small).
+
+        Raises:
+          FileNotFoundError: the shard is missing. OSError: it cannot be read.
+        """
+        crc = size = 0
+        with fs.open_read(self.path) as handle:
+            while chunk := handle.read(_CHUNK):
+                crc = zlib.crc32(chunk, crc)
+                size += len(chunk)
+        return format_checksum(crc), size
+
+
+def _removed_hint(manifest: Manifest) -> str:
+    kept = version_numbers(manifest.path)
+    if kept and manifest.version not in kept:
+        return (f": version {manifest.version} was removed by retention (`beam-shards gc`) after this reader opened "
+                f"it; open the cache again for version {kept[-1]}")
+    return ""
