@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from beam_shards import ArrowBackend, read_metadata, write_shards
-from beam_shards.manifest import LOCK_NAME, MANIFEST_NAME, STAGING_DIR
+from beam_shards import ArrowBackend, list_versions, read_metadata, write_shards
+from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, VERSIONS_DIR, version_name
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 sys.path.insert(0, SCRIPTS)
@@ -59,13 +59,18 @@ def staged_files(path: str) -> list[str]:
 
 
 def leftovers(path: str) -> list[str]:
-    """What in `path` belongs to no published version: not the manifest, its shards or the lock."""
+    """What in `path` belongs to no kept version: not a manifest, a shard a version lists, or the lock."""
     if not os.path.isdir(path):
         return []
     keep = {MANIFEST_NAME, LOCK_NAME}
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):
-        keep |= {shard.path for shard in read_metadata(path, check_files=False).shards}
-    return sorted(set(os.listdir(path)) - keep)
+        versions = list_versions(path)
+        keep |= {shard.file for manifest in versions for shard in manifest.shards}
+        keep |= {f"{VERSIONS_DIR}/{version_name(manifest.version)}" for manifest in versions}
+    found = {name for name in os.listdir(path) if name != VERSIONS_DIR}
+    if os.path.isdir(os.path.join(path, VERSIONS_DIR)):
+        found |= {f"{VERSIONS_DIR}/{name}" for name in os.listdir(os.path.join(path, VERSIONS_DIR))}
+    return sorted(found - keep)
 
 
 def edit_manifest(path: str, edit: Callable[[dict], None]) -> None:

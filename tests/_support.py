@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 
 import numpy as np
@@ -10,7 +11,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 from PIL import Image as PILImage
 
-from beam_shards import Array, ClassLabel, Features, Image, Sequence, Value
+from beam_shards import Array, ClassLabel, Features, Image, Retention, Sequence, Value
+from beam_shards.gc import Garbage, collect_garbage
 
 
 def options(*args: str) -> PipelineOptions:
@@ -71,3 +73,8 @@ def run_with_deadline(pipeline, seconds: float = 240) -> None:
         except Exception:  # the job may be gone already; the failure below says what matters
             pass
         pytest.fail(f"pipeline did not finish within {seconds}s (state {state}); did an SDK worker fail to start?")
+
+
+def clean_up(path: str) -> Garbage:
+    """gc as after a killed write when no write runs (`--min_age 0`), keeping every version."""
+    return collect_garbage(path, Retention(keep=1_000_000, min_age=datetime.timedelta(0)))

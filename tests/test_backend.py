@@ -185,7 +185,7 @@ def test_lru_caps_open_shards(cache):
 def test_in_memory_table_with_narrow_binary_and_string_columns():
     table = pa.table({"b": pa.array([b"x", b"yy", None], pa.binary()), "s": pa.array(["a", "b", "c"], pa.string()),
                       "n": [1, 2, 3]})
-    backend = ArrowBackend(table)
+    backend = ArrowBackend.from_table(table)
     assert backend.schema.field("b").type == pa.large_binary()
     assert backend.schema.field("s").type == pa.large_string()
     assert backend.schema.field("n").type == pa.int64()
@@ -195,12 +195,12 @@ def test_in_memory_table_with_narrow_binary_and_string_columns():
     assert backend.take([2, 0]).schema.field("b").type == pa.large_binary()
     assert pickle.loads(pickle.dumps(backend)).get_row(0) == {"b": b"x", "s": "a", "n": 1}
     with pytest.raises(TypeError, match="pyarrow Table"):
-        ArrowBackend({"b": [1]})
+        ArrowBackend.from_table({"b": [1]})
 
 
 def test_in_memory_table_of_many_chunks():
     table = pa.Table.from_batches([pa.record_batch({"n": list(range(k, k + 3))}) for k in range(0, 12, 3)])
-    backend = ArrowBackend(table)
+    backend = ArrowBackend.from_table(table)
     assert backend.num_rows == 12 and backend.get_row(7) == {"n": 7}
     assert backend.take([11, 0, 4, 4]).column("n").to_pylist() == [11, 0, 4, 4]
     assert backend.slice(2, 6).column("n").to_pylist() == list(range(2, 8))
@@ -278,7 +278,7 @@ def test_a_shard_damaged_after_open_fails_on_read_naming_it(tmp_path):
     backend = ArrowBackend.open(path)
     manifest = backend.manifest
     os.remove(manifest.shard_path(2))
-    with pytest.raises(CorruptCacheError, match=r"shard 2 \(.*\) of the cache at .* is missing"):
+    with pytest.raises(CorruptCacheError, match=r"shard 2 \(.*\) of version 1 of the cache at .* is missing"):
         backend.get_row(25)
     size = manifest.shards[3].num_bytes
     with open(manifest.shard_path(3), "wb") as handle:

@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 
 from _reliability import assert_clean_cache, ids_of, staged_files, tally  # noqa: F401 (tally is a fixture)
-from _support import jpeg, options, png
+from _support import clean_up, jpeg, options, png
 from beam_shards import (ArrowBackend, Array, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
                          Video, WriteToArrowShards, read_metadata, verify, write_shards)
-from beam_shards.gc import collect_garbage, find_garbage
 
 FEATURES = Features({
     "id": Value("int64"),
@@ -231,7 +230,7 @@ def test_beam_sink_fails_naming_example_and_field(tally, tmp_path, files, case_n
     tally.record("bad example over a cache (Beam sink)", PREVIOUS, ids_of(str(out)))
     assert sorted(ids_of(str(out))) == list(PREVIOUS)
     assert not staged_files(str(out)), "a failed bundle must remove what it staged"
-    collect_garbage(find_garbage(str(out)))  # what is left: the attempt's emptied staging folders
+    clean_up(str(out))  # what is left: the attempt's emptied staging folders
     assert_clean_cache(str(out))
 
 

@@ -18,9 +18,9 @@ from PIL import Image as PILImage
 from _support import jpeg, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata, write_shards
 from beam_shards import cli
-from beam_shards.bad_inputs import BAD_INPUTS_NAME, write_bad_inputs
-from beam_shards.gc import leftovers
-from beam_shards.manifest import LOCK_NAME, MANIFEST_NAME, new_write_id
+from beam_shards.layout import BAD_INPUTS_NAME
+from beam_shards.bad_inputs import write_bad_inputs
+from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, new_write_id
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["ant", "bee", "cow"]
@@ -71,7 +71,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def shard_files(path: str) -> list[str]:
-    return [os.path.join(path, shard.path) for shard in read_metadata(path, check_files=False).shards]
+    return [os.path.join(path, shard.file) for shard in read_metadata(path, check_files=False).shards]
 
 
 def all_files(path: str) -> set[str]:
@@ -226,21 +226,20 @@ def test_show_without_images_is_a_usage_error(tmp_path, capsys):
 # --- gc ---------------------------------------------------------------------------------
 
 def add_leftovers(path: str) -> set[str]:
-    """Files a killed write would leave; returns their relative paths."""
+    """Files a killed write would leave, in beam_shards' layout; returns their relative paths."""
     killed = new_write_id()
-    while killed == read_metadata(path).write_id:
-        killed = new_write_id()
-    staged = os.path.join(path, "_staging", killed, "attempt0")
+    attempt = "0" * 32
+    staged = os.path.join(path, "_staging", killed, attempt)
     os.makedirs(staged)
-    os.makedirs(os.path.join(path, "_staging", killed, "empty attempt"))
+    os.makedirs(os.path.join(path, "_staging", killed, "1" * 32))
     shutil.copy(shard_files(path)[0], os.path.join(staged, "part-00000.arrow"))
     names = {
-        f"_staging/{killed}/attempt0/part-00000.arrow",
-        f"{MANIFEST_NAME}.{killed}.tmp",
+        f"_staging/{killed}/{attempt}/part-00000.arrow",
+        f"{MANIFEST_NAME}.{killed}.0000abcd.tmp",
         f"shard-{killed}-00000-of-00002.arrow",
-        f"{BAD_INPUTS_NAME}.{killed}.tmp",
+        f"{BAD_INPUTS_NAME}.{killed}.0000abcd.tmp",
     }
-    for name in names - {f"_staging/{killed}/attempt0/part-00000.arrow"}:
+    for name in names - {f"_staging/{killed}/{attempt}/part-00000.arrow"}:
         with open(os.path.join(path, name), "wb") as handle:
             handle.write(b"left behind")
     return names
@@ -248,37 +247,51 @@ def add_leftovers(path: str) -> set[str]:
 
 def test_gc_removes_only_leftovers(cache, capsys):
     write_bad_inputs(cache, read_metadata(cache).write_id, [{"input": "a", "error": "b"}])
-    for keeper in (LOCK_NAME, "notes.txt", "shard-notes.arrow"):
+    os.makedirs(os.path.join(cache, "_staging"))
+    for keeper in (LOCK_NAME, "notes.txt", "shard-notes.arrow", "_staging/notes.txt", "_versions/notes.json"):
         with open(os.path.join(cache, keeper), "w") as handle:
             handle.write("keep me")
     before = all_files(cache)
     garbage = add_leftovers(cache)
 
     code, out, _ = run_cli(capsys, "gc", cache, "--dry-run")
+    assert code == 0 and "nothing to remove" in out, "a running write's files are kept until they are old"
+    code, out, _ = run_cli(capsys, "gc", cache, "--min_age", "0", "--dry-run")
     assert code == 0 and "dry run: would remove 4 file(s)" in out
     assert all(name in out for name in garbage)
     assert all_files(cache) == before | garbage
 
-    code, out, _ = run_cli(capsys, "gc", cache)
+    code, out, _ = run_cli(capsys, "gc", cache, "--min_age", "0")
     assert code == 0 and "removed 4 file(s)" in out
     assert all_files(cache) == before
-    assert not os.path.exists(os.path.join(cache, "_staging"))
     assert run_cli(capsys, "verify", cache)[0] == 0
     assert len(ShardedDataset(cache)) == ROWS
 
-    code, out, _ = run_cli(capsys, "gc", cache)
+    code, out, _ = run_cli(capsys, "gc", cache, "--min_age", "0")
     assert code == 0 and "nothing to remove" in out
 
 
 def test_gc_cleans_a_folder_whose_only_write_was_killed(tmp_path, capsys):
     path = tmp_path / "never published"
-    staged = path / "_staging" / new_write_id() / "attempt"
+    killed = new_write_id()
+    staged = path / "_staging" / killed / ("a" * 32)
     staged.mkdir(parents=True)
     (staged / "part-00000.arrow").write_bytes(b"partial")
-    (path / f"shard-{new_write_id()}-00000-of-00001.arrow").write_bytes(b"moved, never published")
-    code, out, _ = run_cli(capsys, "gc", str(path))
+    (path / f"shard-{killed}-00000-of-00001.arrow").write_bytes(b"moved, never published")
+    code, out, _ = run_cli(capsys, "gc", str(path), "--min_age", "0")
     assert code == 0 and "no cache is published" in out and "removed 2 file(s)" in out
-    assert os.listdir(path) == []
+    assert sorted(os.listdir(path)) in ([], [LOCK_NAME])
+
+
+def test_gc_leaves_a_folder_that_is_not_a_cache_alone(tmp_path, capsys):
+    path = tmp_path / "user data"
+    (path / "_staging" / "mine").mkdir(parents=True)
+    (path / "_staging" / "mine" / "part-00000.arrow").write_bytes(b"user file")
+    (path / f"shard-{new_write_id()}-00000-of-00001.arrow").write_bytes(b"user file")
+    before = all_files(str(path))
+    code, _, err = run_cli(capsys, "gc", str(path), "--min_age", "0")
+    assert code == 2 and "not a beam_shards cache" in err
+    assert all_files(str(path)) == before
 
 
 def test_gc_refuses_a_damaged_manifest_or_a_running_write(cache, capsys):
@@ -287,32 +300,15 @@ def test_gc_refuses_a_damaged_manifest_or_a_running_write(cache, capsys):
         pass
     lock = filelock.FileLock(os.path.join(cache, LOCK_NAME))
     with lock:
-        code, _, err = run_cli(capsys, "gc", cache)
+        code, _, err = run_cli(capsys, "gc", cache, "--min_age", "0")
     assert code == 1 and "is running" in err
     assert garbage <= all_files(cache)
 
     with open(os.path.join(cache, MANIFEST_NAME), "w") as handle:
         handle.write("{not json")
-    code, _, err = run_cli(capsys, "gc", cache)
+    code, _, err = run_cli(capsys, "gc", cache, "--min_age", "0")
     assert code == 1 and "not valid JSON" in err
     assert garbage <= all_files(cache)
-
-
-def test_leftovers_decides_by_name():
-    listed = {"shard-20250101T000000Z-0000000a-00000-of-00001.arrow"}
-    files = [
-        "shard-20250101T000000Z-0000000a-00000-of-00001.arrow",
-        "shard-20240101T000000Z-0000000b-00000-of-00001.arrow",
-        "_staging/20250101T000000Z-0000000c/x/part-00000.arrow",
-        "_metadata.json", "_metadata.json.20250101T000000Z-0000000c.tmp", "_bad_inputs.jsonl", ".lock",
-        "sub/shard-20240101T000000Z-0000000b-00000-of-00001.arrow", "shard-notes.arrow", "_metadata.json.tmp",
-    ]
-    assert leftovers(files, listed) == [
-        "_metadata.json.20250101T000000Z-0000000c.tmp",
-        "_staging/20250101T000000Z-0000000c/x/part-00000.arrow",
-        "shard-20240101T000000Z-0000000b-00000-of-00001.arrow",
-    ]
-    assert "shard-20250101T000000Z-0000000a-00000-of-00001.arrow" in leftovers(files, None)
 
 
 def test_human_size():

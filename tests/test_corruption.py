@@ -28,7 +28,7 @@ from _reliability import SCRIPTS, edit_manifest, print_uncaptured
 from _support import options
 from beam_shards import (Array, ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, ReadFromArrowShards,
                          Sequence, ShardedDataset, Value, read_metadata, verify, write_shards)
-from beam_shards.manifest import MANIFEST_NAME
+from beam_shards.layout import MANIFEST_NAME
 
 FEATURES = Features({
     "id": Value("int64"),
@@ -153,7 +153,7 @@ def test_shard_replaced_by_a_twin_is_seen_by_verify_only(tmp_path):
     manifest = read_metadata(path)
     assert len({s.num_bytes for s in manifest.shards}) == 1
     shutil.copyfile(manifest.shard_path(2), manifest.shard_path(0))
-    _assert_verify_reports(path, f"shard {manifest.shards[0].path} has checksum")
+    _assert_verify_reports(path, f"shard {manifest.shards[0].file} has checksum")
     assert len(verify(path).problems) == 1
 
 
@@ -186,7 +186,7 @@ def test_manifest_with_a_wrong_shard_row_count(cache):
         data["num_rows"] -= 1
 
     edit_manifest(cache, edit)
-    name = read_metadata(cache, check_files=False).shards[1].path
+    name = read_metadata(cache, check_files=False).shards[1].file
     _assert_verify_reports(cache, f"shard 1 ({name})", "holds 10 rows, the manifest says 9")
     backend = ArrowBackend.open(cache)
     assert backend.num_rows == NUM_ROWS - 1
@@ -198,9 +198,9 @@ def test_manifest_with_a_wrong_shard_row_count(cache):
 
 
 def test_manifest_of_an_unknown_format_version(cache):
-    edit_manifest(cache, lambda data: data.update(format_version=2))
-    _assert_verify_reports(cache, "has format version 2; this beam_shards reads version 1 (upgrade beam_shards")
-    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 2")
+    edit_manifest(cache, lambda data: data.update(format_version=3))
+    _assert_verify_reports(cache, "has format version 3; this beam_shards reads versions 1 to 2 (upgrade beam_shards")
+    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 3")
 
 
 def test_manifest_that_is_not_json(cache):

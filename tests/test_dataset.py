@@ -188,7 +188,7 @@ def test_from_a_backend(cache):
     assert ds.backend is backend and ids(ds[[0, 20, 40]]) == [0, 20, 40]
     assert len(backend.open_shards) == 2
     with pytest.raises(FeatureError, match="opened on a cache"):
-        ShardedDataset(ArrowBackend(pa.table({"x": [1]})))
+        ShardedDataset(ArrowBackend.from_table(pa.table({"x": [1]})))
     assert "num_rows=57" in repr(ds) and cache in repr(ds)
 
 

@@ -11,11 +11,12 @@ import threading
 import filelock
 import pytest
 
-from beam_shards import (ArrowBackend, CorruptCacheError, EncodeError, Features, ShardedDataset, Value, read_metadata,
+from beam_shards import (ArrowBackend, CorruptCacheError, commit, list_versions, EncodeError, Features, ShardedDataset, Value, read_metadata,
                          verify, write_shards)
-from beam_shards.manifest import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, write_id_of_shard
+from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, write_id_of_shard
 from beam_shards.progress import Progress
 
+from _reliability import assert_clean_cache
 from _support import FEATURES, example
 
 TAGGED = Features({"i": Value("int64"), "tag": Value("string")})
@@ -34,8 +35,9 @@ def shard_files(path: str) -> list[str]:
 
 
 def assert_clean(path: str, manifest) -> None:
-    """Only the manifest, the lock and this version's shards are left."""
-    assert sorted(os.listdir(path)) == sorted([MANIFEST_NAME, LOCK_NAME] + [s.path for s in manifest.shards])
+    """`manifest` is the latest version, and only manifests, the lock and kept versions' shards are left."""
+    assert read_metadata(path).version == manifest.version
+    assert_clean_cache(path)
 
 
 def test_plain_dicts_are_written_in_order(tmp_path):
@@ -46,7 +48,7 @@ def test_plain_dicts_are_written_in_order(tmp_path):
     assert backend.take(list(range(30))).column("id").to_pylist() == list(range(30))
     assert backend.get_row(29)["caption"] == "example number 29"
     assert_clean(path, manifest)
-    assert {write_id_of_shard(s.path) for s in manifest.shards} == {manifest.write_id}
+    assert {write_id_of_shard(s.file) for s in manifest.shards} == {manifest.write_id}
     assert verify(path).ok
 
 
@@ -75,7 +77,8 @@ def test_shards_are_staged_beside_the_target(tmp_path):
         for i in range(40):
             if i == 30:
                 (write_id,) = os.listdir(os.path.join(path, STAGING_DIR))
-                seen.extend(os.listdir(os.path.join(path, STAGING_DIR, write_id)))
+                (attempt,) = os.listdir(os.path.join(path, STAGING_DIR, write_id))
+                seen.extend(os.listdir(os.path.join(path, STAGING_DIR, write_id, attempt)))
                 seen.append(os.path.exists(os.path.join(path, MANIFEST_NAME)))
             yield {"i": i, "tag": "s"}
 
@@ -86,7 +89,7 @@ def test_shards_are_staged_beside_the_target(tmp_path):
     assert_clean(path, manifest)
 
 
-def test_overwrite_keeps_the_old_cache_readable_until_the_new_manifest_lands(tmp_path):
+def test_overwrite_keeps_the_old_version_readable_and_kept(tmp_path):
     path = str(tmp_path / "c")
     old = write_shards(tagged("old", 30), path, TAGGED, max_rows_per_shard=10)
     old_files = shard_files(path)
@@ -102,50 +105,44 @@ def test_overwrite_keeps_the_old_cache_readable_until_the_new_manifest_lands(tmp
 
     new = write_shards(examples(), path, TAGGED, max_rows_per_shard=10)
     assert during == [(old.write_id, old_files, {"old"})]
-    assert new.write_id != old.write_id and new.previous_write_id == old.write_id
+    assert new.write_id != old.write_id and (new.version, new.parent_version) == (2, 1)
     assert [r["tag"] for r in rows(path)] == ["new"] * 25
-    assert not set(old_files) & set(shard_files(path))
+    assert set(old_files) < set(shard_files(path)), "the old version stays until retention removes it"
     assert_clean(path, new)
-    assert reader.get_row(5)["tag"] == "old"  # an open map outlives the deleted file
-    with pytest.raises(CorruptCacheError, match=f"overwritten by write {new.write_id}"):
-        reader.get_row(25)
+    assert reader.get_row(5)["tag"] == "old" and reader.get_row(25)["tag"] == "old"
 
 
-def test_the_lock_is_held_while_writing_and_a_second_writer_waits(tmp_path):
+def test_two_writers_at_once_publish_two_versions_and_the_lock_guards_the_commit(tmp_path, monkeypatch):
+    """Writers stage side by side; each publish holds the lock, so gc and the other commit wait."""
     path = str(tmp_path / "c")
-    events = []
     a_started, a_release = threading.Event(), threading.Event()
+    probes = []
+    real_commit = commit._commit
+
+    def probing_commit(layout, *args, **kwargs):
+        probe = subprocess.run([sys.executable, "-c", _TRY_LOCK, os.path.join(path, LOCK_NAME)],
+                               capture_output=True, text=True, check=True)
+        probes.append(probe.stdout.strip())
+        return real_commit(layout, *args, **kwargs)
+
+    monkeypatch.setattr(commit, "_commit", probing_commit)
 
     def first():
         yield {"i": 0, "tag": "a"}
-        events.append("a started")
         a_started.set()
-        a_release.wait()
+        assert a_release.wait(60)
         yield {"i": 1, "tag": "a"}
-        events.append("a done")
 
-    def second():
-        events.append("b started")
-        yield {"i": 0, "tag": "b"}
-
-    threads = [threading.Thread(target=write_shards, args=(first(), path, TAGGED))]
-    threads[0].start()
+    thread = threading.Thread(target=write_shards, args=(first(), path, TAGGED))
+    thread.start()
     assert a_started.wait(60)
-    with pytest.raises(filelock.Timeout):
-        filelock.FileLock(os.path.join(path, LOCK_NAME)).acquire(timeout=0)
-    probe = subprocess.run([sys.executable, "-c", _TRY_LOCK, os.path.join(path, LOCK_NAME)],
-                           capture_output=True, text=True, check=True)
-    assert probe.stdout.strip() == "locked"
-    threads.append(threading.Thread(target=write_shards, args=(second(), path, TAGGED)))
-    threads[1].start()
-    threads[1].join(0.5)  # gives the second writer a chance to (wrongly) start
-    assert events == ["a started"]
+    second = write_shards([{"i": 0, "tag": "b"}], path, TAGGED)  # publishes while the first still stages
     a_release.set()
-    for thread in threads:
-        thread.join(60)
-    assert events == ["a started", "a done", "b started"]
-    assert rows(path) == [{"i": 0, "tag": "b"}]
-    assert_clean(path, read_metadata(path))
+    thread.join(60)
+    versions = list_versions(path)
+    assert [m.version for m in versions] == [1, 2] and versions[0].write_id == second.write_id
+    assert rows(path) == [{"i": 0, "tag": "a"}, {"i": 1, "tag": "a"}]
+    assert probes == ["locked", "locked"], "the commit must run under the cache lock"
 
 
 _TRY_LOCK = """
@@ -166,16 +163,16 @@ write_shards(({"i": i, "tag": sys.argv[2]} for i in range(3000)), sys.argv[1], f
 """
 
 
-def test_two_processes_writing_one_path_leave_one_complete_version(tmp_path):
+def test_two_processes_writing_one_path_publish_two_complete_versions(tmp_path):
     path = str(tmp_path / "c")
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, path, tag]) for tag in ("p", "q")]
     assert [proc.wait(120) for proc in procs] == [0, 0]
-    manifest = read_metadata(path)
-    got = rows(path)
-    assert len(got) == 3000 and len({r["tag"] for r in got}) == 1
-    assert [r["i"] for r in got] == list(range(3000))
-    assert_clean(path, manifest)
-    assert verify(path).ok
+    assert [m.version for m in list_versions(path)] == [1, 2]
+    for version in (1, 2):
+        got = ArrowBackend.open(path, version=version).slice(0, 1 << 30).to_pylist()
+        assert len({r["tag"] for r in got}) == 1 and [r["i"] for r in got] == list(range(3000))
+        assert verify(path, version=version).ok
+    assert_clean(path, read_metadata(path))
 
 
 class Boom(Exception):
@@ -218,7 +215,7 @@ def test_a_failing_clean_up_does_not_hide_the_error_that_failed_the_write(tmp_pa
     path = str(tmp_path / "c")
     with pytest.raises(Boom):
         write_shards(failing(15, [], path), path, TAGGED, max_rows_per_shard=10)
-    assert "could not remove the staged files" in caplog.text and "disk went away" in caplog.text
+    assert "could not remove the files of failed write" in caplog.text and "disk went away" in caplog.text
 
 
 def test_a_bad_example_mid_write_publishes_nothing(tmp_path):

@@ -11,8 +11,8 @@ import pytest
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value,
                          read_metadata, write_shards)
-from beam_shards.manifest import (FORMAT_VERSION, MANIFEST_NAME, new_write_id, shard_file_name, staging_dir,
-                                  write_id_of_shard)
+from beam_shards.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
+from beam_shards.manifest import FORMAT_VERSION
 
 from _support import FEATURES, example
 
@@ -78,7 +78,7 @@ def test_read_metadata_returns_what_was_written(cache):
     assert manifest.features == FEATURES and manifest.num_rows == 40 and manifest.num_shards == 3
     assert manifest.num_bytes == data["num_bytes"] and manifest.metadata == data["metadata"]
     assert manifest.shard_path(2) == os.path.join(cache, data["shards"][2]["file"])
-    assert Manifest.from_dict(json.loads(manifest.to_json()), cache) == manifest
+    assert Manifest.from_json(manifest.to_json(), cache, "test") == manifest
     assert "num_rows=40" in repr(manifest) and cache in repr(manifest)
 
 
@@ -91,7 +91,7 @@ def test_no_cache_is_a_clear_not_found_error(tmp_path):
 
 def test_not_found_mentions_a_write_left_in_staging(tmp_path):
     path = str(tmp_path / "cache")
-    os.makedirs(staging_dir(path, new_write_id()))
+    os.makedirs(CacheLayout(path).staging(new_write_id()))
     with pytest.raises(CacheNotFoundError, match="gc"):
         read_metadata(path)
 
@@ -105,7 +105,7 @@ def test_manifest_that_is_not_json(cache):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(format="parquet"), "not a beam_shards manifest"),
     (lambda d: d.pop("format"), "not a beam_shards manifest"),
-    (lambda d: d.update(format_version=2), "format version 2; this beam_shards reads version 1 (upgrade"),
+    (lambda d: d.update(format_version=3), "format version 3; this beam_shards reads versions 1 to 2 (upgrade"),
     (lambda d: d.update(format_version="1"), "format version '1'"),
     (lambda d: d.pop("format_version"), "format version None"),
 ])
@@ -159,7 +159,7 @@ def test_edited_row_count(cache):
     (lambda d: d["shards"][2].update(num_rows="10"), "invalid rows, bytes or checksum"),
     (lambda d: d["shards"].__setitem__(1, dict(d["shards"][0])), "more than once"),
     (lambda d: d.update(shards={"a": 1}), "\"shards\" must be a list"),
-    (lambda d: d["shards"].__setitem__(0, "shard.arrow"), "shard 0 lacks"),
+    (lambda d: d["shards"].__setitem__(0, "shard.arrow"), "shard 0 is not a JSON object"),
 ])
 def test_bad_shard_entries(cache, change, message):
     edit(cache, change)
@@ -200,16 +200,18 @@ def test_file_names_and_write_ids():
     write_id = new_write_id()
     assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", write_id)
     assert new_write_id() != write_id
-    name = shard_file_name(write_id, 3, 12)
+    name = shard_name(write_id, 3, 12)
     assert name == f"shard-{write_id}-00003-of-00012.arrow"
     assert write_id_of_shard(name) == write_id
     assert write_id_of_shard("shard-x-00001-of-00002.arrow") is None
     assert write_id_of_shard(MANIFEST_NAME) is None
-    assert staging_dir("/data/c", write_id) == f"/data/c/_staging/{write_id}"
+    assert CacheLayout("/data/c").staging(write_id) == f"/data/c/_staging/{write_id}"
 
 
 def test_features_with_no_cache_files_still_validate(tmp_path):
     path = str(tmp_path / "empty")
     write_shards([], path, Features({"x": Value("int8")}))
     manifest = read_metadata(path)
-    assert manifest.num_rows == 0 and manifest.shards == () and load(path)["format_version"] == FORMAT_VERSION
+    assert manifest.num_rows == 0 and manifest.shards == () and load(path)["format_version"] == 1
+    with open(CacheLayout(path).version(1)) as handle:
+        assert json.load(handle)["format_version"] == FORMAT_VERSION

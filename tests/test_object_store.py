@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import apache_beam as beam
@@ -9,9 +10,10 @@ import pytest
 
 import fake_object_store
 from _support import FEATURES, example, options
-from beam_shards import (ArrowBackend, CacheNotFoundError, ShardedDataset, WriteToArrowShards, read_metadata,
-                         verify, write_shards)
+from beam_shards import (ArrowBackend, CacheNotFoundError, Retention, ShardedDataset, WriteToArrowShards, list_versions,
+                         read_metadata, verify, write_shards)
 from beam_shards import fs
+from beam_shards.gc import collect_garbage
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def test_sink_publishes_and_cleans_up_on_an_object_store(store):
     objects = _objects(store)
     assert "cache/_metadata.json" in objects
     assert not [o for o in objects if "_staging" in o or o.endswith(".tmp")], objects
-    assert sorted(o for o in objects if o.endswith(".arrow")) == sorted(f"cache/{s.path}" for s in manifest.shards)
+    assert sorted(o for o in objects if o.endswith(".arrow")) == sorted(f"cache/{s.file}" for s in manifest.shards)
     ids = ArrowBackend.open(path).slice(0, 120).column("id").to_pylist()
     assert sorted(ids) == list(range(120))
     row = ShardedDataset(path, image_mode="bytes")[ids.index(5)]
@@ -54,8 +56,9 @@ def test_overwrite_and_failed_write_on_an_object_store(store):
     path = "fakeobj://cache"
     first = write_shards((example(i) for i in range(30)), path, FEATURES, shard_size_bytes=10_000)
     second = write_shards((example(i) for i in range(100, 110)), path, FEATURES)
-    assert read_metadata(path).write_id == second.write_id
-    assert not [o for o in _objects(store) if first.write_id in o], "the replaced version must be deleted"
+    assert read_metadata(path).write_id == second.write_id and read_metadata(path, version=1).num_rows == 30
+    assert collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0))).removed_versions == [1]
+    assert not [o for o in _objects(store) if first.write_id in o], "retention must delete the replaced version"
 
     def failing():
         for i in range(50):
@@ -66,6 +69,7 @@ def test_overwrite_and_failed_write_on_an_object_store(store):
         write_shards(failing(), path, FEATURES, shard_size_bytes=10_000)
     assert read_metadata(path).write_id == second.write_id
     assert not [o for o in _objects(store) if "_staging" in o], _objects(store)
+    assert [m.version for m in list_versions(path)] == [2]
 
 
 def test_missing_cache_on_an_object_store(store):

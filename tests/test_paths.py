@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import apache_beam as beam
 import pytest
 
-from _support import FEATURES, example, options
-from beam_shards import ArrowBackend, WriteToArrowShards, read_metadata, verify, write_shards
+from _support import FEATURES, clean_up, example, options
+from beam_shards import ArrowBackend, Retention, WriteToArrowShards, read_metadata, verify, write_shards
+from beam_shards.gc import collect_garbage
 
 
 @pytest.mark.parametrize("name", ["c[1]", "with space", "star*", "q?", "ünïcode"])
@@ -16,10 +18,12 @@ def test_local_paths_with_glob_characters_write_overwrite_and_clean_up(tmp_path,
     path = str(tmp_path / name)
     first = write_shards((example(i) for i in range(30)), path, FEATURES, shard_size_bytes=8_000)
     second = write_shards((example(i) for i in range(40)), path, FEATURES, shard_size_bytes=8_000)
-    files = os.listdir(path)
-    assert not [f for f in files if first.write_id in f], "the replaced version must be removed"
-    assert "_staging" not in files
+    assert "_staging" not in os.listdir(path)
     assert read_metadata(path).write_id == second.write_id and verify(path).ok
+    garbage = collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0)))
+    assert garbage.removed_versions == [1]
+    assert not [f for f in os.listdir(path) if first.write_id in f], "retention must remove the replaced version"
+    assert verify(path).ok
 
 
 def test_file_uri_paths_work_for_write_and_read(tmp_path):
@@ -27,20 +31,19 @@ def test_file_uri_paths_work_for_write_and_read(tmp_path):
     with beam.Pipeline(options=options()) as p:
         p | beam.Create(range(20)) | beam.Map(example) | WriteToArrowShards(uri, FEATURES)
     write_shards((example(i) for i in range(5)), uri, FEATURES)
-    assert ArrowBackend.open(uri).num_rows == 5
-    assert sorted(os.listdir(tmp_path / "cache")) == [".lock", "_metadata.json",
+    assert ArrowBackend.open(uri).num_rows == 5 and ArrowBackend.open(uri, version=1).num_rows == 20
+    collect_garbage(uri, Retention(keep=1, min_age=datetime.timedelta(0)))
+    assert sorted(os.listdir(tmp_path / "cache")) == [".lock", "_metadata.json", "_versions",
                                                       f"shard-{read_metadata(uri).write_id}-00000-of-00001.arrow"]
 
 
 def test_gc_in_a_folder_with_glob_characters(tmp_path):
-    from beam_shards.gc import collect_garbage, find_garbage
-
     path = str(tmp_path / "c[1]")
     manifest = write_shards((example(i) for i in range(10)), path, FEATURES)
-    os.makedirs(os.path.join(path, "_staging", "20260101T000000Z-00000000", "attempt"))
-    with open(os.path.join(path, "_staging", "20260101T000000Z-00000000", "attempt", "part-00000.arrow"), "wb") as f:
+    attempt = os.path.join(path, "_staging", "20260101T000000Z-00000000", "a" * 32)
+    os.makedirs(attempt)
+    with open(os.path.join(attempt, "part-00000.arrow"), "wb") as f:
         f.write(b"partial")
-    garbage = find_garbage(path)
-    assert list(garbage.files) == ["_staging/20260101T000000Z-00000000/attempt/part-00000.arrow"]
-    collect_garbage(garbage)
-    assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", manifest.shards[0].path])
+    garbage = clean_up(path)
+    assert list(garbage.files) == [f"_staging/20260101T000000Z-00000000/{'a' * 32}/part-00000.arrow"]
+    assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", "_versions", manifest.shards[0].file])

@@ -18,9 +18,10 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloud
 
 from _support import jpeg, options, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
-from beam_shards.bad_inputs import BAD_INPUTS_NAME, read_bad_inputs
+from beam_shards.layout import BAD_INPUTS_NAME
+from beam_shards.bad_inputs import read_bad_inputs
 from beam_shards.errors import FeatureError
-from beam_shards.manifest import MANIFEST_NAME
+from beam_shards.layout import MANIFEST_NAME
 from pipelines import common, demo, image_folder, jsonl, parquet, tabular
 from pipelines import csv as csv_pipeline
 

@@ -15,13 +15,14 @@ import apache_beam as beam
 import pytest
 
 from _reliability import assert_clean_cache, ids_of, leftovers, staged_files, tally  # noqa: F401 (tally is a fixture)
-from _support import options
-from beam_shards import Features, Value, WriteToArrowShards, commit, fs, read_metadata, sink, verify, write_shards
-from beam_shards.manifest import new_write_id
+from _support import clean_up, options
+from beam_shards import Features, Value, WriteToArrowShards, WriterOptions, commit, fs, read_metadata, sink, verify, write_shards
+from beam_shards.layout import new_write_id
 from beam_shards.sink import _FinalizeFn, _WriteBundleFn
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string")})
 WRITER_OPTIONS = {"shard_size_bytes": 2_000, "batch_size": 10}
+OPTIONS = WriterOptions(**WRITER_OPTIONS)
 PREVIOUS = range(10_000, 10_100)
 
 
@@ -40,7 +41,7 @@ def _write_previous(path: str) -> None:
 def _stage(path: str, write_id: str, bundles: list[range]) -> list:
     """Stages `bundles` as the sink's bundles do, returning their shard results."""
     staged = []
-    write = _WriteBundleFn(path, FEATURES, WRITER_OPTIONS)
+    write = _WriteBundleFn(path, FEATURES, OPTIONS)
     for bundle in bundles:
         write.start_bundle()
         for i in bundle:
@@ -50,7 +51,7 @@ def _stage(path: str, write_id: str, bundles: list[range]) -> list:
 
 
 def _finalize(path: str, write_id: str, staged: list):
-    [manifest] = list(_FinalizeFn(path, FEATURES, None, {}).process(None, write_id, staged))
+    [manifest] = list(_FinalizeFn(path, FEATURES, OPTIONS, {}, "overwrite", None).process(None, write_id, staged))
     return manifest
 
 
@@ -91,10 +92,11 @@ def test_finalize_twice(tally, tmp_path, with_previous):
 
 
 def _steps(shards: int) -> list[tuple[str, str, int]]:
-    """(where, function, call) to crash at: moving shards, writing the manifest, cleaning up."""
+    """(where, function, call) to crash at: moving shards, committing the version, writing `_metadata.json`,
+    cleaning up."""
     return [("os", "rename", 1), ("os", "rename", 2), ("os", "rename", shards // 2), ("os", "rename", shards),
-            ("fs", "write_bytes_atomic", 1), ("os", "rename", shards + 1), ("commit", "_clean_up", 1),
-            ("fs", "delete", 1)]
+            ("fs", "create_if_absent", 1), ("os", "link", 1), ("fs", "write_bytes_atomic", 1),
+            ("os", "rename", shards + 1), ("commit", "remove_staging", 1), ("fs", "delete", 1)]
 
 
 @pytest.mark.parametrize("with_previous", [False, True])
@@ -111,7 +113,7 @@ def test_finalize_interrupted_then_run_again(tally, tmp_path, monkeypatch, with_
         _crash_on_call(patch, {"os": os, "fs": fs, "commit": commit}[where], name, n)
         with pytest.raises(Crash):
             _finalize(path, write_id, staged)
-    published = os.path.exists(os.path.join(path, "_metadata.json")) and read_metadata(path).write_id == write_id
+    published = commit.find_published(path, write_id) is not None
     if not published:
         if with_previous:
             assert sorted(ids_of(path)) == list(PREVIOUS), "an interrupted finalize must keep the previous cache"
@@ -126,7 +128,7 @@ def test_finalize_fails_clearly_when_a_staged_shard_is_gone(tmp_path):
     path = str(tmp_path / "cache")
     write_id = new_write_id()
     staged = _stage(path, write_id, [range(0, 50)])
-    os.remove(staged[1].path)
+    os.remove(staged[1][1].path)
     with pytest.raises(commit.PublishError, match=r"staged shard .*part-00001\.arrow \(\d+ rows\) is gone"):
         _finalize(path, write_id, staged)
     assert not os.path.exists(os.path.join(path, "_metadata.json"))
@@ -167,8 +169,9 @@ def test_bundle_repeat_over_a_previous_cache(tally, tmp_path):
     previous_id = read_metadata(path).write_id
     _run_sink(path, "--direct_runner_bundle_repeat=1")
     manifest = read_metadata(path)
-    assert manifest.previous_write_id == previous_id
-    assert all(manifest.write_id in shard.path for shard in manifest.shards)
+    assert manifest.parent_version == read_metadata(path, version=1).version == 1
+    assert read_metadata(path, version=1).write_id == previous_id
+    assert all(manifest.write_id in shard.file for shard in manifest.shards)
     _check(tally, "bundle output produced twice (bundle repeat)", path, range(600))
 
 
@@ -218,8 +221,7 @@ def test_bundle_fails_after_staging_then_is_retried(tally, tmp_path, monkeypatch
 
 def test_a_failed_retry_publishes_nothing_and_gc_cleans(tmp_path, monkeypatch):
     """A bundle that fails every attempt fails the pipeline: the previous cache stays, no staged file."""
-    from beam_shards.gc import collect_garbage, find_garbage
-
+    
     path = str(tmp_path / "cache")
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -231,5 +233,5 @@ def test_a_failed_retry_publishes_nothing_and_gc_cleans(tmp_path, monkeypatch):
     assert read_metadata(path).write_id == previous_id
     assert sorted(ids_of(path)) == list(PREVIOUS)
     assert not staged_files(path), "every failed attempt must remove the files it staged"
-    collect_garbage(find_garbage(path))
+    clean_up(path)
     assert not leftovers(path)

@@ -13,9 +13,9 @@ from apache_beam.pvalue import EmptySideInput
 from apache_beam.transforms.display import DisplayData
 
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (ArrowBackend, Features, ShardedDataset, Value, WriteToArrowShards, read_metadata,
-                         verify, write_shards)
-from beam_shards.manifest import STAGING_DIR
+from beam_shards import (ArrowBackend, Features, ShardedDataset, Value, WriteToArrowShards, WriterOptions,
+                         list_versions, read_metadata, verify, write_shards)
+from beam_shards.layout import STAGING_DIR
 from beam_shards.sink import _FinalizeFn, _WriteBundleFn
 
 NUM_EXAMPLES = 600
@@ -50,7 +50,7 @@ def _assert_exactly_once_and_clean(path, expected_ids):
     assert sorted(ids) == sorted(expected_ids)
     assert verify(str(path)).ok
     assert not os.path.exists(os.path.join(path, STAGING_DIR)), os.listdir(os.path.join(path, STAGING_DIR))
-    listed = {s.path for s in read_metadata(str(path)).shards}
+    listed = {s.file for manifest in list_versions(str(path)) for s in manifest.shards}
     on_disk = {name for name in os.listdir(path) if name.endswith(".arrow")}
     assert on_disk == listed, f"files no manifest lists: {sorted(on_disk - listed)}"
 
@@ -107,7 +107,7 @@ def test_empty_input_publishes_a_valid_empty_cache(tmp_path):
     assert manifest.num_rows == 0 and manifest.num_shards == 0
     assert len(ShardedDataset(str(out))) == 0
     assert verify(str(out)).ok
-    assert os.listdir(out) == ["_metadata.json"]
+    assert sorted(os.listdir(out)) == [".lock", "_metadata.json", "_versions"]
 
 
 def test_bundle_repeat_runs_every_bundle_and_finalize_twice_yet_writes_once(tmp_path):
@@ -176,12 +176,12 @@ def test_overwrite_while_a_reader_holds_the_old_version(tmp_path):
     write_shards(({"id": i, "version": "old"} for i in range(300)), str(out), features,
                  shard_size_bytes=2_000, batch_size=10)
     old_reader = ArrowBackend.open(str(out))
-    old_files = {s.path for s in old_reader.manifest.shards}
+    old_files = {s.file for s in old_reader.manifest.shards}
     old_reader.slice(0, old_reader.num_rows)  # maps every old shard
     with beam.Pipeline(options=options()) as p:
         (p | beam.Create(range(200)) | beam.Map(lambda i: {"id": i, "version": "new"})
          | WriteToArrowShards(str(out), features, shard_size_bytes=2_000, batch_size=10))
-    assert not old_files & set(os.listdir(out)), "the old version's files must be removed once published"
+    assert old_files < set(os.listdir(out)), "the old version stays until retention removes it"
     assert old_reader.take([0, 150, 299]).to_pylist() == [{"id": i, "version": "old"} for i in (0, 150, 299)]
     new_reader = ArrowBackend.open(str(out))
     assert new_reader.num_rows == 200
@@ -281,14 +281,15 @@ def test_empty_write_id_side_input_falls_back(tmp_path):
     """Runners that hand an empty singleton side input (Prism) still publish every shard."""
     out = str(tmp_path / "cache")
     features = Features({"id": Value("int64")})
-    write = _WriteBundleFn(out, features, {"shard_size_bytes": 1 << 20})
+    write = _WriteBundleFn(out, features, WriterOptions(shard_size_bytes=1 << 20))
     staged = []
     for bundle in range(2):
         write.start_bundle()
         for i in range(bundle * 10, bundle * 10 + 10):
             write.process({"id": i}, EmptySideInput())
         staged.extend(wv.value for wv in write.finish_bundle())
-    [manifest] = list(_FinalizeFn(out, features, None, {}).process(None, EmptySideInput(), staged))
+    [manifest] = list(_FinalizeFn(out, features, WriterOptions(), {}, "overwrite", None).process(
+        None, EmptySideInput(), staged))
     assert manifest.num_rows == 20
     assert sorted(_ids(out)) == list(range(20))
     assert not os.path.exists(os.path.join(out, STAGING_DIR))
@@ -325,7 +326,7 @@ def test_failure_upstream_in_the_same_bundle_leaves_no_staged_files(tmp_path):
 
 def test_given_write_id_lets_the_caller_clean_up_a_failed_run(tmp_path):
     from beam_shards.commit import abandon
-    from beam_shards.manifest import new_write_id
+    from beam_shards.layout import new_write_id
 
     out = tmp_path / "cache"
     write_id = new_write_id()
@@ -335,7 +336,7 @@ def test_given_write_id_lets_the_caller_clean_up_a_failed_run(tmp_path):
     abandon(str(out), write_id)
     assert not os.path.exists(out / STAGING_DIR)
     assert not os.path.exists(out / "_metadata.json")
-    with pytest.raises(ValueError, match="write_id must look like"):
+    with pytest.raises(ValueError, match="not a beam_shards write id"):
         WriteToArrowShards(str(out), FEATURES, write_id="mine")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import apache_beam as beam
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from _reliability import edit_manifest
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, Features, Image, ReadAllFromArrowShards,
+from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, VersionNotFoundError, Features, Image, ReadAllFromArrowShards,
                          ReadFromArrowShards, SchemaMismatchError, ShardedDataset, Value, WriteToArrowShards,
                          read_metadata, write_shards)
 from beam_shards.source import BatchRangeProvider, ShardTask, _Manifests, _ReadBatchesFn, _ReadSpec, plan_shard
@@ -260,7 +261,7 @@ def test_missing_cache_fails_at_construction(tmp_path):
 
 
 def test_missing_shard_fails_at_construction(cache):
-    shard = read_metadata(cache).shards[1].path
+    shard = read_metadata(cache).shards[1].file
     os.remove(os.path.join(cache, shard))
     with pytest.raises(CorruptCacheError, match=f"shard {shard} is missing"):
         _apply(cache)
@@ -269,7 +270,7 @@ def test_missing_shard_fails_at_construction(cache):
 @pytest.mark.parametrize("field, value, message", [
     ("num_rows", 61, "says num_rows=61 but its shards hold 60 rows"),
     ("schema_fingerprint", "0" * 16, "does not match its features.*the manifest was edited"),
-    ("format_version", 99, "format version 99; this beam_shards reads version 1"),
+    ("format_version", 99, "format version 99; this beam_shards reads versions 1 to 2"),
 ])
 def test_edited_manifest_fails_at_construction(cache, field, value, message):
     edit_manifest(cache, lambda data: data.__setitem__(field, value))
@@ -286,7 +287,7 @@ def test_shard_rows_edited_in_the_manifest_fail_when_run(cache):
     first = read_metadata(cache).shards[0]
     p = beam.Pipeline(options=options())
     _ = p | ReadFromArrowShards(cache)
-    with pytest.raises(Exception, match=rf"shard 0 \({first.path}\) of the cache at {cache} holds "
+    with pytest.raises(Exception, match=rf"shard 0 \({first.file}\) of version 1 of the cache at {cache} holds "
                                         rf"{first.num_rows + 1} rows, the manifest says {first.num_rows}"):
         p.run().wait_until_finish()
 
@@ -318,12 +319,24 @@ def test_read_all_fails_when_run_for_a_bad_cache(cache, tmp_path):
             p.run().wait_until_finish()
 
 
-def test_cache_overwritten_after_construction_fails_clearly(cache):
+def test_a_read_pins_its_version_while_the_cache_is_overwritten(cache, tmp_path):
+    """The version is fixed when the transform is applied; workers read it whatever is published after."""
+    out = str(tmp_path / "ids.txt")
     p = beam.Pipeline(options=options())
-    _ = p | ReadFromArrowShards(cache)
-    new = write_shards((example(i) for i in range(10)), cache, FEATURES)
-    with pytest.raises(Exception, match=f"overwritten by write {new.write_id}"):
-        p.run().wait_until_finish()
+    _ = (p | ReadFromArrowShards(cache, columns=["id"]) | beam.Map(lambda row: row["id"])
+         | beam.combiners.ToList() | beam.Map(lambda ids: open(out, "w").write(json.dumps(sorted(ids)))))
+    write_shards((example(i) for i in range(1000, 1010)), cache, FEATURES)
+    p.run().wait_until_finish()
+    assert json.loads(open(out).read()) == list(range(60))
+
+
+def test_read_a_given_version(cache):
+    write_shards((example(i) for i in range(1000, 1010)), cache, FEATURES)
+    with beam.Pipeline(options=options()) as p:
+        ids = p | ReadFromArrowShards(cache, version=1, columns=["id"]) | beam.Map(lambda row: row["id"])
+        assert_that(ids, equal_to(list(range(60))))
+    with pytest.raises(VersionNotFoundError, match="no version 5"):
+        _ = beam.Pipeline(options=options()) | ReadFromArrowShards(cache, version=5)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -343,13 +356,13 @@ def test_bad_options_fail_at_construction(kwargs, error, message):
 
 
 def test_garbled_shard_of_the_right_size_fails_when_run(cache):
-    shard = read_metadata(cache).shards[0].path
+    shard = read_metadata(cache).shards[0].file
     where = os.path.join(cache, shard)
     with open(where, "r+b") as f:
         f.write(b"\0" * os.path.getsize(where))
     p = beam.Pipeline(options=options())
     _ = p | ReadFromArrowShards(cache)
-    with pytest.raises(Exception, match=rf"shard 0 \({shard}\) of the cache at {cache} is not a readable Arrow IPC file"):
+    with pytest.raises(Exception, match=rf"shard 0 \({shard}\) of version 1 of the cache at {cache} is not a readable Arrow IPC file"):
         p.run().wait_until_finish()
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from beam_shards import Features, Image, ShardWriter, Value
+from beam_shards import Features, Image, ShardWriter, Value, WriterOptions
 from beam_shards.features import Sequence, row_nbytes
 
 from _support import FEATURES, example, jpeg
@@ -75,7 +75,7 @@ def blob_rows(sizes, seed: int = 0):
 
 def write_all(rows, features=PAYLOAD, shards=None, **options):
     shards = shards if shards is not None else Shards()
-    writer = ShardWriter(features, shards, **options)
+    writer = ShardWriter(features, shards, WriterOptions(**options))
     for row in rows:
         writer.write(features.encode_example(row))
     return writer.close(), shards
@@ -214,7 +214,7 @@ def test_no_rows_means_no_shard_and_no_stream():
 
 def test_abort_drops_buffered_rows_closes_the_stream_and_lists_what_it_opened():
     shards = Shards(WriteOnly)
-    writer = ShardWriter(PAYLOAD, shards, shard_size_bytes=3000, batch_size=2)
+    writer = ShardWriter(PAYLOAD, shards, WriterOptions(shard_size_bytes=3000, batch_size=2))
     for row in blob_rows([500] * 9):
         writer.write(PAYLOAD.encode_example(row))
     opened = writer.abort()
@@ -232,4 +232,4 @@ def test_abort_drops_buffered_rows_closes_the_stream_and_lists_what_it_opened():
 ])
 def test_options_out_of_range_are_rejected_by_name(options, name):
     with pytest.raises(ValueError, match=name):
-        ShardWriter(PAYLOAD, Shards(), **options)
+        ShardWriter(PAYLOAD, Shards(), WriterOptions(**options))

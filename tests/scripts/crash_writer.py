@@ -17,12 +17,13 @@ manifest, cleanup) and `done WRITE_ID SECONDS` at the end. It is killed with SIG
   kill_after  by the server, that many seconds after the writer enters `kill_phase`
               (default staging): a random moment, at any instruction, in any thread
   kill POINT:N  by itself on the Nth call of POINT, before the call runs:
-    create     opening a file (staged shards, then the manifest's temporary file)
+    create     opening a file (staged shards, then the version's and the pointer's temporary files)
     publish    the finalize step, before it touches anything
-    rename     os.rename: each staged shard moved into place, then the manifest
-    manifest   writing the manifest (temporary file, then rename)
-    cleanup    after the manifest is in place, before anything is removed
-    unlink     each file removed (the previous version's shards, the staging folder)
+    rename     os.rename: each staged shard moved into place, then `_metadata.json`
+    commit     os.link: the version file created from its temporary file (the commit)
+    manifest   writing `_metadata.json` (temporary file, then rename)
+    cleanup    after `_metadata.json` is in place, before the staging is removed
+    unlink     each file removed (the version's temporary file, the staging folder)
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ def install_hooks(path: str, kill: tuple[str, int] | None, on_event=None) -> Non
     _hook(commit, "publish", "publish", kill, event="finalize", on_event=on_event)
     local.publish = sink.publish = commit.publish  # both import it by name
     _hook(fs, "write_bytes_atomic", "manifest", kill, event="manifest", on_event=on_event)
-    _hook(commit, "_clean_up", "cleanup", kill, event="cleanup", on_event=on_event)
+    _hook(commit, "remove_staging", "cleanup", kill, event="cleanup", on_event=on_event)
     _hook(os, "rename", "rename", kill, under=under)
+    _hook(os, "link", "commit", kill, under=under)
     _hook(os, "unlink", "unlink", kill, under=under)
     os.remove = os.unlink
 
