@@ -756,18 +756,3 @@ def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]
 def _null_mask(values: list[Any]) -> pa.Array | None:
     nulls = [v is None for v in values]
     return pa.array(nulls) if any(nulls) else None
-
-
-def row_nbytes(row: Mapping[str, Any]) -> int:
-    """About how many bytes an encoded row takes in Arrow (for batch size bounds)."""
-    return sum(_value_nbytes(value) for value in row.values())
-
-
-def _value_nbytes(value: Any) -> int:
-    if isinstance(value, (bytes, str)):
-        return len(value) + 8
-    if isinstance(value, np.ndarray):
-        return value.nbytes + 8
-    if isinstance(value, list):
-        return sum(_value_nbytes(item) for item in value) + 8
-    return 8
