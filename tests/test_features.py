@@ -331,6 +331,66 @@ def test_video_rejects(bad, reason):
     assert "nullable" in str(encode_error(Features({"v": Video(nullable=False)}), {"v": None}))
 
 
+# ---- decode: each kind turns its Arrow column back into values ---------------------------
+
+EVERY_KIND = [Value("int8", nullable=True), Value("string", nullable=True), Value("binary", nullable=True),
+              ClassLabel(names=["a", "b"], nullable=True), Image(), Video(), Array((2, 3), "uint8", nullable=True),
+              Array((None, 2), "float32", nullable=True), Sequence(Value("int64"), nullable=True),
+              Sequence(Array((None, 2), "int16", nullable=True), nullable=True), Sequence(Sequence(Image()))]
+
+
+@pytest.mark.parametrize("feature", EVERY_KIND, ids=repr)
+def test_every_kind_decodes_an_empty_column_and_an_all_null_column(feature):
+    assert feature.decode(feature.build_array([])) == []
+    assert feature.decode(feature.build_array([None, None]), "numpy") == [None, None]
+
+
+def test_scalar_and_file_kinds_decode_to_python_values_with_nulls_kept():
+    column = [b"\x00\x01", None]
+    assert Value("int8", nullable=True).decode(pa.array([-3, None], pa.int8())) == [-3, None]
+    assert Value("string", nullable=True).decode(pa.array(["é", None], pa.large_string())) == ["é", None]
+    assert Value("binary", nullable=True).decode(pa.array(column, pa.large_binary())) == column
+    assert ClassLabel(names=["a", "b"], nullable=True).decode(pa.array([1, None], pa.int64())) == [1, None]
+    assert Video().decode(pa.array(column, pa.large_binary()), "pil") == column
+
+
+def test_image_decode_follows_the_image_mode():
+    column = Image().build_array([png(1), None])
+    pil, missing = Image().decode(column)
+    assert pil.size == (16, 16) and missing is None
+    assert Image().decode(column, "numpy")[0].shape == (16, 16, 3)
+    assert Image().decode(column, "bytes") == [png(1), None]
+
+
+def test_array_decode_gives_arrays_of_the_declared_shape_and_none_for_nulls():
+    fixed = Array((2, 3), "uint8", nullable=True)
+    grid = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    first, missing, last = fixed.decode(fixed.build_array([grid, None, grid + 1]))
+    assert missing is None and first.dtype == np.uint8
+    np.testing.assert_array_equal(first, grid)
+    np.testing.assert_array_equal(last, grid + 1)
+    ragged = Array((None, 2), "float32", nullable=True)
+    boxes = [np.ones((3, 2), np.float32), None, np.zeros((0, 2), np.float32)]
+    decoded = ragged.decode(ragged.build_array(boxes))
+    assert [None if r is None else r.shape for r in decoded] == [(3, 2), None, (0, 2)]
+
+
+def test_sequence_of_arrays_decodes_nested_nulls_and_empty_lists():
+    feature = Sequence(Array((None, 2), "int16", nullable=True), nullable=True)
+    value = [np.arange(4, dtype=np.int16).reshape(2, 2), None, np.zeros((0, 2), np.int16)]
+    rows = feature.decode(feature.build_array([value, None, []]))
+    assert rows[1] is None and rows[2] == []
+    first, missing, empty = rows[0]
+    np.testing.assert_array_equal(first, value[0])
+    assert missing is None and empty.shape == (0, 2)
+
+
+def test_sequence_decodes_a_slice_of_a_column():
+    feature = Sequence(Sequence(Value("int64")))
+    column = feature.build_array([[[1], [2, 3]], [], [[4, 5, 6]], [[7]]])
+    assert feature.decode(column.slice(1, 2)) == [[], [[4, 5, 6]]]
+
+
 # ---- Features: schema, JSON, fingerprint -------------------------------------------------
 
 ALL_KINDS = Features({

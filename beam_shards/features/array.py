@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import NUMERIC_DTYPES, Feature, _null_mask, cast_safely
+from beam_shards.features.base import NUMERIC_DTYPES, Feature, _lengths, _null_mask, _restore_nulls, cast_safely
 
 
 class Array(Feature):
@@ -93,3 +93,25 @@ class Array(Feature):
         if len(self.shape) > 1:
             child = pa.FixedSizeListArray.from_arrays(child, self._row_size)
         return pa.LargeListArray.from_arrays(pa.array(offsets), child, mask=mask)
+
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """One numpy array of the declared shape per row: read-only views of Arrow memory
+        where the column has no nulls (and is not bool)."""
+        if len(array) == 0:
+            return []
+        if not self.variable:
+            filled = array if array.null_count == 0 else array.fill_null(self._zeros())
+            rows = list(_numpy(filled.flatten()).reshape((len(array),) + self.shape))
+            return _restore_nulls(rows, array)
+        values = array.flatten()
+        if len(self.shape) > 1:
+            values = values.flatten()
+        flat = _numpy(values).reshape((-1,) + self.shape[1:])
+        return _restore_nulls(np.split(flat, np.cumsum(_lengths(array))[:-1]), array)
+
+    def _zeros(self) -> pa.Scalar:
+        return pa.scalar(np.zeros(self.shape, dtype=self.dtype).reshape(-1), type=self.arrow_type())
+
+
+def _numpy(values: pa.Array) -> np.ndarray:
+    return values.to_numpy(zero_copy_only=values.null_count == 0 and values.type != pa.bool_())

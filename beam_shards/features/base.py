@@ -48,6 +48,19 @@ class Feature:
         """Builds an Arrow array from encoded values (None for null)."""
         return pa.array(values, type=self.arrow_type())
 
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """The values of `array` (of this feature's Arrow type) back as Python values.
+
+        Nulls become None. Scalars and class ids become Python values, Arrays numpy
+        arrays of the declared shape, Sequences lists, Images what `image_mode` says.
+
+        Args:
+          array: a column of this feature, as written.
+          image_mode: how Images come back: "pil", "numpy" (see `images.decode`) or
+            "bytes" (as stored).
+        """
+        return array.to_pylist()
+
     def _fail(self, reason: str, field: str, value: Any) -> _Invalid:
         return _Invalid(reason, field, self, value)
 
@@ -151,3 +164,16 @@ def _casts(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> bool:
 def _null_mask(values: list[Any]) -> pa.Array | None:
     nulls = [v is None for v in values]
     return pa.array(nulls) if any(nulls) else None
+
+
+def _lengths(array: pa.Array) -> np.ndarray:
+    """The length of each list in a list array (0 for null)."""
+    return pc.list_value_length(array).fill_null(0).to_numpy().astype(np.int64)
+
+
+def _restore_nulls(rows: list[Any], array: pa.Array) -> list[Any]:
+    """`rows` decoded from `array`, with None where `array` is null."""
+    if array.null_count == 0:
+        return rows
+    valid = array.is_valid().to_pylist()
+    return [row if ok else None for row, ok in zip(rows, valid)]

@@ -50,6 +50,11 @@ class Image(_EncodedFile):
             raise self._fail(str(error), field, value) from None
         return data
 
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        if image_mode == "bytes":
+            return array.to_pylist()
+        return [None if data is None else images.decode(data, image_mode) for data in array.to_pylist()]
+
     def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
         for row, data in enumerate(array.to_pylist()):
             if data is not None:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import Feature, _Invalid, _null_mask
+from beam_shards.features.base import Feature, _Invalid, _lengths, _null_mask, _restore_nulls
 
 
 class Sequence(Feature):
@@ -53,6 +53,13 @@ class Sequence(Feature):
         flat = [item for v in values if v is not None for item in v]
         child = self.feature.build_array(flat)
         return pa.LargeListArray.from_arrays(pa.array(offsets), child, type=self.arrow_type(), mask=mask)
+
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """A list per row of the items decoded as the item feature decodes them."""
+        items = self.feature.decode(array.flatten(), image_mode)
+        ends = np.cumsum(_lengths(array)).tolist()
+        starts = [0] + ends[:-1]
+        return _restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
 
 
 def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
