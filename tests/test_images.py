@@ -69,6 +69,12 @@ def test_a_path_is_read_as_is_so_jpeg_stays_jpeg(tmp_path):
         assert open_bytes(encoded).format == "JPEG"
 
 
+def test_a_file_uri_is_read_like_a_path(tmp_path):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(jpeg(7))
+    assert encode(path.as_uri()) == encode({"path": path.as_uri()}) == jpeg(7)
+
+
 def test_a_path_with_a_misleading_extension_keeps_its_real_format(tmp_path):
     path = tmp_path / "really_a_png.jpg"
     path.write_bytes(png(1))

@@ -1,4 +1,8 @@
-"""Encoded files: `Image` and `Video`, kept as the file's bytes in a `large_binary` column."""
+"""Encoded files: `Image` and `Video`, kept as the file's bytes in a `large_binary` column.
+
+A path or URI given as a value is read through `fs` (local paths, `file://`, and any
+scheme Beam's FileSystems knows, such as gs:// and s3://), byte for byte.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards import images
+from beam_shards import fs, images
 from beam_shards.features.base import Feature, _Invalid
 
 
@@ -29,6 +33,18 @@ class _EncodedFile(Feature):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._nullable_repr().lstrip(', ')})"
+
+    def _bytes_or_file(self, value: Any) -> bytes | None:
+        """`value` itself when it is bytes, the file it names when it is a path or URI, else None.
+
+        Raises:
+          OSError: the file cannot be read.
+        """
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        if isinstance(value, (str, os.PathLike)):
+            return fs.read_bytes(value)
+        return None
 
 
 class Image(_EncodedFile):
@@ -64,15 +80,14 @@ class Image(_EncodedFile):
                     raise _Invalid(str(error), field, self, data, row) from None
 
     def _to_bytes(self, value: Any) -> bytes:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value)
-        if isinstance(value, (str, os.PathLike)):
-            return read_file(value)
+        data = self._bytes_or_file(value)
+        if data is not None:
+            return data
         if isinstance(value, Mapping) and ("bytes" in value or "path" in value):
             if value.get("bytes") is not None:
                 return bytes(value["bytes"])
             if value.get("path") is not None:
-                return read_file(value["path"])
+                return fs.read_bytes(value["path"])
             raise ValueError("image dict has neither bytes nor path")
         if isinstance(value, np.ndarray):
             return images.encode_array(value)
@@ -85,27 +100,12 @@ class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
 
     def encode(self, value: Any, field: str) -> bytes:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            data = bytes(value)
-        elif isinstance(value, (str, os.PathLike)):
-            try:
-                data = read_file(value)
-            except OSError as error:
-                raise self._fail(str(error), field, value) from None
-        else:
+        try:
+            data = self._bytes_or_file(value)
+        except OSError as error:
+            raise self._fail(str(error), field, value) from None
+        if data is None:
             raise self._fail("expected video bytes or a path", field, value)
         if not data:
             raise self._fail("empty video", field, value)
         return data
-
-
-def read_file(path: str | os.PathLike) -> bytes:
-    """Reads a whole local file, or a URI through Beam's FileSystems (gs://, s3://...)."""
-    path = os.fspath(path)
-    if "://" in path:
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.open(path) as handle:
-            return handle.read()
-    with open(path, "rb") as handle:
-        return handle.read()
