@@ -27,8 +27,9 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from beam_shards import fs
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
-from beam_shards.cli import human_size, positive_int
+from beam_shards.cli import positive_int
 from beam_shards.commit import abandon
+from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError
 from beam_shards.features import Features
 from beam_shards.manifest import Manifest, new_write_id, read_metadata

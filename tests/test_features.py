@@ -391,6 +391,22 @@ def test_sequence_decodes_a_slice_of_a_column():
     assert feature.decode(column.slice(1, 2)) == [[], [[4, 5, 6]]]
 
 
+# ---- describe: a short form of a value for people ---------------------------------------
+
+def test_each_kind_describes_a_value_briefly():
+    assert Value("binary").describe(b"\x00" * 1234) == "1,234 bytes"
+    assert Value("int64").describe(None) == "None"
+    assert Value("string").describe("y" * 100, limit=10) == "'yyyyyy..."
+    assert ClassLabel(names=["cat", "dog"]).describe(1) == "1 (dog)"
+    assert ClassLabel(num_classes=2).describe(7) == "7 (out of range)"
+    assert Array((2, 2), "uint8").describe(np.eye(2, dtype=np.uint8)) == "uint8[2, 2] [[1, 0], [0, 1]]"
+    long = np.arange(100, dtype=np.float32)
+    assert Array((None,), "float32").describe(long) == "float32[100] [ 0., 1., 2., ..., 97., 98., 99.]"
+    assert Video().describe(b"\x00" * 2500) == "video, 2.5 kB"
+    assert Image().describe(png(1)).startswith("PNG 16x16 RGB, ")
+    assert Sequence(ClassLabel(names=["a", "b"])).describe([0, None, 1]) == "[0 (a), None, 1 (b)]"
+
+
 # ---- Features: schema, JSON, fingerprint -------------------------------------------------
 
 ALL_KINDS = Features({

@@ -109,6 +109,10 @@ class Array(Feature):
         flat = _numpy(values).reshape((-1,) + self.shape[1:])
         return _restore_nulls(np.split(flat, np.cumsum(_lengths(array))[:-1]), array)
 
+    def _describe(self, value: np.ndarray, limit: int) -> str:
+        text = np.array2string(np.asarray(value), threshold=8, edgeitems=3, precision=4, separator=", ")
+        return f"{value.dtype}{list(value.shape)} {' '.join(text.split())}"
+
     def _zeros(self) -> pa.Scalar:
         return pa.scalar(np.zeros(self.shape, dtype=self.dtype).reshape(-1), type=self.arrow_type())
 

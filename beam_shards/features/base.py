@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.display import clip
+
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
@@ -60,6 +62,16 @@ class Feature:
             "bytes" (as stored).
         """
         return array.to_pylist()
+
+    def describe(self, value: Any, limit: int = 80) -> str:
+        """A short readable form of one value as read back (images and videos as their
+        bytes), for people: about `limit` characters at most."""
+        return "None" if value is None else self._describe(value, limit)
+
+    def _describe(self, value: Any, limit: int) -> str:
+        if isinstance(value, bytes):
+            return f"{len(value):,} bytes"
+        return clip(repr(value), limit)
 
     def _fail(self, reason: str, field: str, value: Any) -> _Invalid:
         return _Invalid(reason, field, self, value)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards import fs, images
+from beam_shards.display import human_size
 from beam_shards.features.base import Feature, _Invalid
 
 
@@ -71,6 +72,9 @@ class Image(_EncodedFile):
             return array.to_pylist()
         return [None if data is None else images.decode(data, image_mode) for data in array.to_pylist()]
 
+    def _describe(self, value: bytes, limit: int) -> str:
+        return images.describe(value)
+
     def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
         for row, data in enumerate(array.to_pylist()):
             if data is not None:
@@ -109,3 +113,6 @@ class Video(_EncodedFile):
         if not data:
             raise self._fail("empty video", field, value)
         return data
+
+    def _describe(self, value: bytes, limit: int) -> str:
+        return f"video, {human_size(len(value))}"

@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_shards.errors import EncodeError, FeatureError, short_repr
+from beam_shards.display import short_repr
+from beam_shards.errors import EncodeError, FeatureError
 from beam_shards.features.array import Array
 from beam_shards.features.base import Feature, _Invalid
 from beam_shards.features.files import Image, Video

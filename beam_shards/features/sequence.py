@@ -61,6 +61,11 @@ class Sequence(Feature):
         starts = [0] + ends[:-1]
         return _restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
 
+    def _describe(self, value: list[Any], limit: int) -> str:
+        items = [self.feature.describe(item, limit=40) for item in value[:6]]
+        more = f", ... ({len(value)} items)" if len(value) > 6 else ""
+        return "[" + ", ".join(items) + more + "]"
+
 
 def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
     """(first row, chunk) of an array or of each chunk of a chunked array."""

@@ -157,6 +157,9 @@ class ClassLabel(Feature):
     def arrow_type(self) -> pa.DataType:
         return pa.int64()
 
+    def _describe(self, value: int, limit: int) -> str:
+        return f"{value} ({self.int2str(value)})" if 0 <= value < self.num_classes else f"{value} (out of range)"
+
     def to_dict(self) -> dict[str, Any]:
         if self.names is not None:
             return {"_type": "ClassLabel", "names": list(self.names), "nullable": self.nullable}
