@@ -407,6 +407,19 @@ def test_each_kind_describes_a_value_briefly():
     assert Sequence(ClassLabel(names=["a", "b"])).describe([0, None, 1]) == "[0 (a), None, 1 (b)]"
 
 
+# ---- map_paths: the file paths a value names ---------------------------------------------
+
+def test_map_paths_changes_only_the_paths_of_images_and_videos():
+    up = str.upper
+    assert Image().map_paths("a.jpg", up) == "A.JPG"
+    assert Video().map_paths({"path": "v.mp4"}, up) == {"path": "V.MP4"}
+    assert Image().map_paths({"bytes": b"x", "path": "a.jpg"}, up) == {"bytes": b"x", "path": "a.jpg"}
+    assert Image().map_paths(b"a.jpg", up) == b"a.jpg"
+    assert Sequence(Sequence(Image())).map_paths([["a.jpg", None], []], up) == [["A.JPG", None], []]
+    assert Value("string").map_paths("a.jpg", up) == "a.jpg"
+    assert Sequence(Value("string")).map_paths(["a.jpg"], up) == ["a.jpg"]
+
+
 # ---- Features: schema, JSON, fingerprint -------------------------------------------------
 
 ALL_KINDS = Features({

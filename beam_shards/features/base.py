@@ -8,6 +8,7 @@ internal `_Invalid` error that `Features` turns into an `EncodeError`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,6 +63,12 @@ class Feature:
             "bytes" (as stored).
         """
         return array.to_pylist()
+
+    def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
+        """`value` (as given to `encode`) with each file path in it replaced by `change(path)`,
+        such as to resolve paths relative to a manifest file. Kinds that read no files
+        return `value` as it is."""
+        return value
 
     def describe(self, value: Any, limit: int = 80) -> str:
         """A short readable form of one value as read back (images and videos as their

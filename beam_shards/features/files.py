@@ -7,7 +7,7 @@ scheme Beam's FileSystems knows, such as gs:// and s3://), byte for byte.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,13 @@ class _EncodedFile(Feature):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._nullable_repr().lstrip(', ')})"
+
+    def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
+        if isinstance(value, str):
+            return change(value)
+        if isinstance(value, Mapping) and value.get("bytes") is None and isinstance(value.get("path"), str):
+            return {**value, "path": change(value["path"])}
+        return value
 
     def _bytes_or_file(self, value: Any) -> bytes | None:
         """`value` itself when it is bytes, the file it names when it is a path or URI, else None.

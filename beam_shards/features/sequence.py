@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,9 @@ class Sequence(Feature):
         ends = np.cumsum(_lengths(array)).tolist()
         starts = [0] + ends[:-1]
         return _restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
+
+    def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
+        return [self.feature.map_paths(item, change) for item in value] if isinstance(value, list) else value
 
     def _describe(self, value: list[Any], limit: int) -> str:
         items = [self.feature.describe(item, limit=40) for item in value[:6]]
