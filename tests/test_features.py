@@ -498,6 +498,15 @@ def test_fingerprint_is_identical_in_another_process_with_another_hash_seed():
     assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
 
 
+def test_a_saved_cache_keeps_its_features_and_fingerprint():
+    path = os.path.join(os.path.dirname(__file__), "data", "format1_cache", "_metadata.json")
+    with open(path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    features = Features.from_dict(manifest["features"])
+    assert features.to_dict() == manifest["features"]
+    assert features.fingerprint() == manifest["schema_fingerprint"]
+
+
 @pytest.mark.parametrize("changed", [
     Features({"a": Value("int32"), "b": Image()}),
     Features({"a": Value("int64", nullable=True), "b": Image()}),

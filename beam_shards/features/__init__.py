@@ -22,9 +22,9 @@ Example:
 """
 
 from beam_shards.features.array import Array
-from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely
+from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, feature_from_dict
 from beam_shards.features.files import Image, Video
-from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example, feature_from_dict
+from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example
 from beam_shards.features.sequence import Sequence
 from beam_shards.features.value import ClassLabel, Value
 

@@ -9,9 +9,11 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import NUMERIC_DTYPES, Feature, _lengths, _null_mask, _restore_nulls, cast_safely
+from beam_shards.features.base import (NUMERIC_DTYPES, Feature, _lengths, _null_mask, _restore_nulls, cast_safely,
+                                       kind)
 
 
+@kind
 class Array(Feature):
     """A numpy array of fixed shape and dtype; the first dimension may be None (variable).
 
@@ -53,6 +55,10 @@ class Array(Feature):
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Array", "shape": list(self.shape), "dtype": self.dtype, "nullable": self.nullable}
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Array:
+        return cls(tuple(args.pop("shape")), args.pop("dtype"), **args)
 
     def __repr__(self) -> str:
         return f"Array({self.shape}, {self.dtype!r}{self._nullable_repr()})"

@@ -8,7 +8,7 @@ internal `_Invalid` error that `Features` turns into an `EncodeError`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,11 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.display import clip
+from beam_shards.errors import FeatureError
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
 VALUE_DTYPES = NUMERIC_DTYPES + ("string", "binary")
+# The feature kinds by the `_type` of their JSON form (filled by `kind`).
+_KINDS: dict[str, type[Feature]] = {}
 
 
 class _Invalid(Exception):
@@ -42,6 +45,11 @@ class Feature:
 
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Feature:
+        """The feature whose `to_dict()` is `args` plus its `_type`; KeyError or TypeError when it is not one."""
+        return cls(**args)
 
     def encode(self, value: Any, field: str) -> Any:
         """Returns `value` in the form `build_array` takes; raises `_Invalid`."""
@@ -122,6 +130,23 @@ class Feature:
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+
+def kind(cls: type[Feature]) -> type[Feature]:
+    """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
+    _KINDS[cls.__name__] = cls
+    return cls
+
+
+def feature_from_dict(spec: Mapping[str, Any]) -> Feature:
+    """Builds a feature from its `to_dict()` form. Raises FeatureError on a bad spec."""
+    if not isinstance(spec, Mapping) or spec.get("_type") not in _KINDS:
+        raise FeatureError(f"not a feature spec (needs _type in {sorted(_KINDS)}): {spec!r}")
+    args = {k: v for k, v in spec.items() if k != "_type"}
+    try:
+        return _KINDS[spec["_type"]]._from_args(args)
+    except (KeyError, TypeError) as error:
+        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {error}") from None
 
 
 def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:

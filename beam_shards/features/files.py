@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from beam_shards import fs, images
 from beam_shards.display import human_size
-from beam_shards.features.base import Feature, _Invalid
+from beam_shards.features.base import Feature, _Invalid, kind
 
 
 class _EncodedFile(Feature):
@@ -55,6 +55,7 @@ class _EncodedFile(Feature):
         return None
 
 
+@kind
 class Image(_EncodedFile):
     """An encoded image, stored as its file bytes (`large_binary`).
 
@@ -107,6 +108,7 @@ class Image(_EncodedFile):
         raise ValueError("expected image bytes, a path, a PIL image or a uint8 numpy array")
 
 
+@kind
 class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
 

@@ -16,36 +16,9 @@ import pyarrow as pa
 
 from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, FeatureError
-from beam_shards.features.array import Array
-from beam_shards.features.base import Feature, _Invalid
-from beam_shards.features.files import Image, Video
-from beam_shards.features.sequence import Sequence
-from beam_shards.features.value import ClassLabel, Value
+from beam_shards.features.base import Feature, _Invalid, feature_from_dict
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
-
-
-_FEATURE_KINDS: dict[str, type[Feature]] = {
-    cls.__name__: cls for cls in (Value, ClassLabel, Image, Video, Array, Sequence)
-}
-
-
-def feature_from_dict(spec: Mapping[str, Any]) -> Feature:
-    """Builds a feature from its `to_dict()` form. Raises FeatureError on a bad spec."""
-    if not isinstance(spec, Mapping) or spec.get("_type") not in _FEATURE_KINDS:
-        raise FeatureError(f"not a feature spec (needs _type in {sorted(_FEATURE_KINDS)}): {spec!r}")
-    args = {k: v for k, v in spec.items() if k != "_type"}
-    kind = spec["_type"]
-    try:
-        if kind == "Value":
-            return Value(args.pop("dtype"), **args)
-        if kind == "Array":
-            return Array(tuple(args.pop("shape")), args.pop("dtype"), **args)
-        if kind == "Sequence":
-            return Sequence(feature_from_dict(args.pop("feature")), **args)
-        return _FEATURE_KINDS[kind](**args)
-    except (KeyError, TypeError) as error:
-        raise FeatureError(f"bad {kind} spec {dict(spec)!r}: {error}") from None
 
 
 class Features(Mapping[str, Feature]):

@@ -9,9 +9,11 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import Feature, _Invalid, _lengths, _null_mask, _restore_nulls
+from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _restore_nulls, feature_from_dict,
+                                       kind)
 
 
+@kind
 class Sequence(Feature):
     """A variable-length list of another feature (images, arrays and sequences included)."""
 
@@ -26,6 +28,10 @@ class Sequence(Feature):
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Sequence", "feature": self.feature.to_dict(), "nullable": self.nullable}
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Sequence:
+        return cls(feature_from_dict(args.pop("feature")), **args)
 
     def __repr__(self) -> str:
         return f"Sequence({self.feature!r}{self._nullable_repr()})"

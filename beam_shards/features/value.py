@@ -11,11 +11,12 @@ import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, Feature, _family,
-                                       _Invalid, cast_safely)
+                                       _Invalid, cast_safely, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 
 
+@kind
 class Value(Feature):
     """A scalar: bool, int8..int64, uint8..uint64, float16/32/64, string or binary.
 
@@ -42,6 +43,10 @@ class Value(Feature):
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Value", "dtype": self.dtype, "nullable": self.nullable}
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Value:
+        return cls(args.pop("dtype"), **args)
 
     def __repr__(self) -> str:
         return f"Value({self.dtype!r}{self._nullable_repr()})"
@@ -113,6 +118,7 @@ def _as_text(feature: Feature, value: Any, field: str) -> str:
     raise feature._fail("expected a str", field, value)
 
 
+@kind
 class ClassLabel(Feature):
     """An integer class id, given as an int or as a class name.
 
