@@ -1,8 +1,8 @@
 """Features: what each column of a cache holds, its Arrow type, and how values are encoded.
 
 A `Features` object (`schema`) is the schema of a cache: a name for each column and
-its feature kind. Each kind lives in its own module, with how it checks, encodes and
-describes values, its Arrow type and its JSON form: `Value` and `ClassLabel`
+its feature kind. Each kind lives in its own module, with how it checks, encodes,
+decodes and describes values, its Arrow type and its JSON form: `Value` and `ClassLabel`
 (`value`), `Image` and `Video` (`files`), `Array` (`array`) and `Sequence`
 (`sequence`); `base` holds what they share.
 

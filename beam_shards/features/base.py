@@ -1,8 +1,11 @@
 """What every feature kind shares: the `Feature` base class, dtype names, safe casts.
 
-A kind (in its own module) says how a value is encoded and checked, which Arrow type
-holds it, and its JSON form; this module holds the parts they have in common and the
-internal `_Invalid` error that `Features` turns into an `EncodeError`.
+A kind (in its own module) says how a value is checked and encoded, which Arrow type
+holds it, how its column decodes back (`decode`), how a value reads for people
+(`describe`), which file paths a value names (`map_paths`), and its JSON form. This
+module holds what the kinds have in common: the registry `feature_from_dict` builds
+kinds from (`@kind`), and the internal `_Invalid` error that `Features` turns into an
+`EncodeError`.
 """
 
 from __future__ import annotations
