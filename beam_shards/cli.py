@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
+from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
+from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
 from beam_shards.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
-from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Video
 from beam_shards.manifest import Manifest
 from beam_shards.shard_file import ShardFile
 from beam_shards.versions import list_versions, read_metadata
@@ -40,17 +41,6 @@ CAPTION_HEIGHT = 14
 
 class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
-
-
-def human_size(num_bytes: float) -> str:
-    """`num_bytes` in decimal units: 512 B, 2.1 kB, 14.2 MB, 1.3 GB."""
-    if abs(num_bytes) < 1000:
-        return f"{num_bytes:,.0f} B"
-    for unit in ("kB", "MB", "GB"):
-        num_bytes /= 1000
-        if abs(num_bytes) < 1000:
-            return f"{num_bytes:,.1f} {unit}"
-    return f"{num_bytes / 1000:,.1f} TB"
 
 
 # info -----------------------------------------------------------------------------
@@ -156,40 +146,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 # head -----------------------------------------------------------------------------
 
-def describe_image(data: bytes) -> str:
-    """Format, size and mode of encoded image bytes, read from the header only."""
-    from PIL import Image as PILImage, UnidentifiedImageError
-
-    try:
-        with PILImage.open(io.BytesIO(data)) as image:
-            return f"{image.format} {image.width}x{image.height} {image.mode}, {human_size(len(data))}"
-    except (UnidentifiedImageError, OSError):
-        return f"unreadable image, {human_size(len(data))}"
-
-
-def format_value(value: Any, feature: Feature, limit: int = 80) -> str:
-    """A short, readable form of one decoded value (images as format and size)."""
-    if value is None:
-        return "None"
-    if isinstance(feature, Image):
-        return describe_image(value)
-    if isinstance(feature, Video):
-        return f"video, {human_size(len(value))}"
-    if isinstance(feature, ClassLabel):
-        return f"{value} ({feature.int2str(value)})" if 0 <= value < feature.num_classes else f"{value} (out of range)"
-    if isinstance(feature, Array):
-        text = np.array2string(np.asarray(value), threshold=8, edgeitems=3, precision=4, separator=", ")
-        return f"{value.dtype}{list(value.shape)} {' '.join(text.split())}"
-    if isinstance(feature, SequenceFeature):
-        items = [format_value(item, feature.feature, limit=40) for item in value[:6]]
-        more = f", ... ({len(value)} items)" if len(value) > 6 else ""
-        return "[" + ", ".join(items) + more + "]"
-    if isinstance(value, bytes):
-        return f"{len(value):,} bytes"
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _columns(values: Sequence[str] | None) -> list[str] | None:
     return [name for value in values for name in value.split(",") if name] if values else None
 
@@ -212,7 +168,7 @@ def _head(args: argparse.Namespace) -> int:
         width = max(len(name) for name in row) if row else 0
         print(f"row {index}")
         for name, value in row.items():
-            print(f"  {name:<{width}}  {format_value(value, features[name])}")
+            print(f"  {name:<{width}}  {features[name].describe(value)}")
     print(f"({count:,} of {len(dataset):,} rows)")
     return EXIT_OK
 

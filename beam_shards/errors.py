@@ -10,21 +10,6 @@ from typing import Any
 _LOGGER = logging.getLogger("beam_shards")
 
 
-def short_repr(value: Any, limit: int = 80) -> str:
-    """`repr` of a value cut to `limit` characters, with its type for bytes and arrays."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        head = bytes(value[:16])
-        return f"{type(value).__name__} of length {len(value)} starting {head!r}"
-    shape = getattr(value, "shape", None)
-    dtype = getattr(value, "dtype", None)
-    if shape is not None and dtype is not None:
-        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
-    text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{type(value).__name__} {text}"
-
-
 class BeamShardsError(Exception):
     """Base class of every error raised by beam_shards."""
 

@@ -93,8 +93,9 @@ def open_read(path: str) -> BinaryIO:
     return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def read_bytes(path: str) -> bytes:
-    with open_read(path) as handle:
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole content of a file, byte for byte (compressed files are not decompressed)."""
+    with open_read(os.fspath(path)) as handle:
         return handle.read()
 
 

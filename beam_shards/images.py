@@ -1,4 +1,5 @@
-"""Image bytes: recognising a complete encoded image, encoding PIL/numpy images, decoding.
+"""Image bytes: recognising a complete encoded image, encoding PIL/numpy images, decoding,
+and describing one in a few words.
 
 Encoding keeps the source format: bytes pass through unchanged, a PIL image is saved
 in its own format (PNG when it has none, or has an alpha or palette mode), and a numpy
@@ -12,6 +13,8 @@ import io
 from typing import Any
 
 import numpy as np
+
+from beam_shards.display import human_size
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"IEND\xaeB`\x82"
@@ -123,3 +126,14 @@ def decode(data: bytes, mode: str = "pil") -> Any:
             image = image.convert("RGBA" if has_alpha else "RGB")
         return np.asarray(image)
     raise ValueError(f"image decode mode must be 'pil' or 'numpy', not {mode!r}")
+
+
+def describe(data: bytes) -> str:
+    """Format, size and mode of encoded image bytes, read from the header only."""
+    from PIL import Image as PILImage, UnidentifiedImageError
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as image:
+            return f"{image.format} {image.width}x{image.height} {image.mode}, {human_size(len(data))}"
+    except (UnidentifiedImageError, OSError):
+        return f"unreadable image, {human_size(len(data))}"

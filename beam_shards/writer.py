@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.features import Features, row_nbytes
+from beam_shards.features import Features
 from beam_shards.manifest import COMPRESSIONS
 from beam_shards.shard_file import format_checksum
 
@@ -122,6 +122,22 @@ class _ChecksumStream:
     @property
     def checksum(self) -> str:
         return format_checksum(self.crc)
+
+
+def row_nbytes(row: dict[str, Any]) -> int:
+    """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
+    for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
+    return sum(_value_nbytes(value) for value in row.values())
+
+
+def _value_nbytes(value: Any) -> int:
+    if isinstance(value, (bytes, str)):
+        return len(value) + 8
+    if isinstance(value, np.ndarray):
+        return value.nbytes + 8
+    if isinstance(value, list):
+        return sum(_value_nbytes(item) for item in value) + 8
+    return 8
 
 
 def arrow_row_nbytes(table: pa.Table) -> np.ndarray:

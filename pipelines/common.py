@@ -26,8 +26,9 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from beam_shards import counters, fs
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
-from beam_shards.cli import human_size, positive_int
+from beam_shards.cli import positive_int
 from beam_shards.commit import abandon, find_published
+from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
 from beam_shards.layout import new_write_id

@@ -20,7 +20,7 @@ import apache_beam as beam
 
 from beam_shards import fs
 from beam_shards.errors import FeatureError
-from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value, Video
+from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value
 from beam_shards.manifest import Manifest
 from pipelines import common
 
@@ -78,14 +78,7 @@ class TabularFormat:
 def resolve_paths(value: Any, feature: Feature, base: str) -> Any:
     """Image and video paths in `value` made relative to the folder `base` (URIs and
     absolute paths kept); other values unchanged."""
-    if isinstance(feature, (Image, Video)):
-        if isinstance(value, str):
-            return _resolve(value, base)
-        if isinstance(value, dict) and value.get("bytes") is None and isinstance(value.get("path"), str):
-            return {**value, "path": _resolve(value["path"], base)}
-    if isinstance(feature, SequenceFeature) and isinstance(value, list):
-        return [resolve_paths(item, feature.feature, base) for item in value]
-    return value
+    return feature.map_paths(value, lambda path: _resolve(path, base))
 
 
 def _resolve(path: str, base: str) -> str:

@@ -18,9 +18,9 @@ from PIL import Image as PILImage
 from _support import jpeg, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata, write_shards
 from beam_shards import cli
-from beam_shards.layout import BAD_INPUTS_NAME
 from beam_shards.bad_inputs import write_bad_inputs
-from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, new_write_id
+from beam_shards.display import human_size
+from beam_shards.layout import BAD_INPUTS_NAME, LOCK_NAME, MANIFEST_NAME, new_write_id
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["ant", "bee", "cow"]
@@ -87,7 +87,7 @@ def test_info_describes_the_cache_and_counts_classes(cache, capsys):
     assert code == 0
     manifest = read_metadata(cache)
     assert f"rows         {ROWS}" in out
-    assert f"shards       {manifest.num_shards} ({cli.human_size(manifest.num_bytes)} on disk" in out
+    assert f"shards       {manifest.num_shards} ({human_size(manifest.num_bytes)} on disk" in out
     assert manifest.num_shards > 1
     assert "compression  none" in out and f"pyarrow {pyarrow.__version__}" in out and '"source": "test"' in out
     for name, feature in FEATURES.items():
@@ -185,12 +185,12 @@ def test_head_with_columns(cache, capsys):
     assert code == 2 and "nope" in err
 
 
-def test_format_value():
-    assert cli.format_value(jpeg(1, size=20), Image()).startswith("JPEG 20x20 RGB, ")
-    assert cli.format_value(b"junk", Image()).startswith("unreadable image")
-    assert cli.format_value(None, Image()) == "None"
-    assert cli.format_value(list(range(10)), Sequence(Value("int64"))).endswith(", ... (10 items)]")
-    assert cli.format_value("x" * 200, Value("string")).endswith("...")
+def test_head_shows_each_value_as_its_feature_describes_it():
+    assert Image().describe(jpeg(1, size=20)).startswith("JPEG 20x20 RGB, ")
+    assert Image().describe(b"junk").startswith("unreadable image")
+    assert Image().describe(None) == "None"
+    assert Sequence(Value("int64")).describe(list(range(10))).endswith(", ... (10 items)]")
+    assert Value("string").describe("x" * 200).endswith("...")
 
 
 # --- show -------------------------------------------------------------------------------
@@ -312,5 +312,5 @@ def test_gc_refuses_a_damaged_manifest_or_a_running_write(cache, capsys):
 
 
 def test_human_size():
-    assert [cli.human_size(n) for n in (0, 999, 1000, 1_234_567, 3 * 10**12)] == [
+    assert [human_size(n) for n in (0, 999, 1000, 1_234_567, 3 * 10**12)] == [
         "0 B", "999 B", "1.0 kB", "1.2 MB", "3.0 TB"]

@@ -12,7 +12,6 @@ from PIL import Image as PILImage
 
 from beam_shards import (Array, ArrowBackend, ClassLabel, FeatureError, Features, Image, Sequence, ShardedDataset,
                          Value, write_shards)
-from beam_shards.decode import decode_column
 
 from _support import jpeg
 
@@ -210,9 +209,9 @@ def within(array: np.ndarray, buffer: pa.Buffer) -> bool:
 def test_arrays_decode_as_views_of_arrow_memory(cache):
     table = ArrowBackend.open(cache).slice(10, 3)  # one batch of a memory-mapped shard
     fixed = table.column("grid").chunk(0)
-    rows = decode_column(fixed, FEATURES["grid"])
+    rows = FEATURES["grid"].decode(fixed)
     assert all(within(r, fixed.values.buffers()[1]) and not r.flags.writeable for r in rows)
     ragged = table.column("boxes").chunk(0)
-    rows = decode_column(ragged, FEATURES["boxes"])
+    rows = FEATURES["boxes"].decode(ragged)
     assert [r.shape for r in rows] == [(2, 4), (3, 4), (0, 4)]
     assert all(within(r, ragged.values.values.buffers()[1]) for r in rows if r.size)

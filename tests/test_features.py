@@ -318,8 +318,8 @@ def test_video_bytes_path_and_none(tmp_path):
     clip = tmp_path / "clip.mp4"
     clip.write_bytes(b"\x00\x00\x00\x18ftypmp42 video bytes")
     features = Features({"v": Video()})
-    rows = roundtrip(features, [{"v": b"raw"}, {"v": str(clip)}, {"v": clip}, {"v": None}])
-    assert [r["v"] for r in rows] == [b"raw", clip.read_bytes(), clip.read_bytes(), None]
+    rows = roundtrip(features, [{"v": b"raw"}, {"v": str(clip)}, {"v": clip}, {"v": clip.as_uri()}, {"v": None}])
+    assert [r["v"] for r in rows] == [b"raw", clip.read_bytes(), clip.read_bytes(), clip.read_bytes(), None]
     assert features.arrow_schema().field("v").type == pa.large_binary()
 
 
@@ -329,6 +329,95 @@ def test_video_rejects(bad, reason):
     error = encode_error(Features({"v": Video()}), {"v": bad})
     assert reason in str(error) and error.field == "v"
     assert "nullable" in str(encode_error(Features({"v": Video(nullable=False)}), {"v": None}))
+
+
+# ---- decode: each kind turns its Arrow column back into values ---------------------------
+
+EVERY_KIND = [Value("int8", nullable=True), Value("string", nullable=True), Value("binary", nullable=True),
+              ClassLabel(names=["a", "b"], nullable=True), Image(), Video(), Array((2, 3), "uint8", nullable=True),
+              Array((None, 2), "float32", nullable=True), Sequence(Value("int64"), nullable=True),
+              Sequence(Array((None, 2), "int16", nullable=True), nullable=True), Sequence(Sequence(Image()))]
+
+
+@pytest.mark.parametrize("feature", EVERY_KIND, ids=repr)
+def test_every_kind_decodes_an_empty_column_and_an_all_null_column(feature):
+    assert feature.decode(feature.build_array([])) == []
+    assert feature.decode(feature.build_array([None, None]), "numpy") == [None, None]
+
+
+def test_scalar_and_file_kinds_decode_to_python_values_with_nulls_kept():
+    column = [b"\x00\x01", None]
+    assert Value("int8", nullable=True).decode(pa.array([-3, None], pa.int8())) == [-3, None]
+    assert Value("string", nullable=True).decode(pa.array(["é", None], pa.large_string())) == ["é", None]
+    assert Value("binary", nullable=True).decode(pa.array(column, pa.large_binary())) == column
+    assert ClassLabel(names=["a", "b"], nullable=True).decode(pa.array([1, None], pa.int64())) == [1, None]
+    assert Video().decode(pa.array(column, pa.large_binary()), "pil") == column
+
+
+def test_image_decode_follows_the_image_mode():
+    column = Image().build_array([png(1), None])
+    pil, missing = Image().decode(column)
+    assert pil.size == (16, 16) and missing is None
+    assert Image().decode(column, "numpy")[0].shape == (16, 16, 3)
+    assert Image().decode(column, "bytes") == [png(1), None]
+
+
+def test_array_decode_gives_arrays_of_the_declared_shape_and_none_for_nulls():
+    fixed = Array((2, 3), "uint8", nullable=True)
+    grid = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    first, missing, last = fixed.decode(fixed.build_array([grid, None, grid + 1]))
+    assert missing is None and first.dtype == np.uint8
+    np.testing.assert_array_equal(first, grid)
+    np.testing.assert_array_equal(last, grid + 1)
+    ragged = Array((None, 2), "float32", nullable=True)
+    boxes = [np.ones((3, 2), np.float32), None, np.zeros((0, 2), np.float32)]
+    decoded = ragged.decode(ragged.build_array(boxes))
+    assert [None if r is None else r.shape for r in decoded] == [(3, 2), None, (0, 2)]
+
+
+def test_sequence_of_arrays_decodes_nested_nulls_and_empty_lists():
+    feature = Sequence(Array((None, 2), "int16", nullable=True), nullable=True)
+    value = [np.arange(4, dtype=np.int16).reshape(2, 2), None, np.zeros((0, 2), np.int16)]
+    rows = feature.decode(feature.build_array([value, None, []]))
+    assert rows[1] is None and rows[2] == []
+    first, missing, empty = rows[0]
+    np.testing.assert_array_equal(first, value[0])
+    assert missing is None and empty.shape == (0, 2)
+
+
+def test_sequence_decodes_a_slice_of_a_column():
+    feature = Sequence(Sequence(Value("int64")))
+    column = feature.build_array([[[1], [2, 3]], [], [[4, 5, 6]], [[7]]])
+    assert feature.decode(column.slice(1, 2)) == [[], [[4, 5, 6]]]
+
+
+# ---- describe: a short form of a value for people ---------------------------------------
+
+def test_each_kind_describes_a_value_briefly():
+    assert Value("binary").describe(b"\x00" * 1234) == "1,234 bytes"
+    assert Value("int64").describe(None) == "None"
+    assert Value("string").describe("y" * 100, limit=10) == "'yyyyyy..."
+    assert ClassLabel(names=["cat", "dog"]).describe(1) == "1 (dog)"
+    assert ClassLabel(num_classes=2).describe(7) == "7 (out of range)"
+    assert Array((2, 2), "uint8").describe(np.eye(2, dtype=np.uint8)) == "uint8[2, 2] [[1, 0], [0, 1]]"
+    long = np.arange(100, dtype=np.float32)
+    assert Array((None,), "float32").describe(long) == "float32[100] [ 0., 1., 2., ..., 97., 98., 99.]"
+    assert Video().describe(b"\x00" * 2500) == "video, 2.5 kB"
+    assert Image().describe(png(1)).startswith("PNG 16x16 RGB, ")
+    assert Sequence(ClassLabel(names=["a", "b"])).describe([0, None, 1]) == "[0 (a), None, 1 (b)]"
+
+
+# ---- map_paths: the file paths a value names ---------------------------------------------
+
+def test_map_paths_changes_only_the_paths_of_images_and_videos():
+    up = str.upper
+    assert Image().map_paths("a.jpg", up) == "A.JPG"
+    assert Video().map_paths({"path": "v.mp4"}, up) == {"path": "V.MP4"}
+    assert Image().map_paths({"bytes": b"x", "path": "a.jpg"}, up) == {"bytes": b"x", "path": "a.jpg"}
+    assert Image().map_paths(b"a.jpg", up) == b"a.jpg"
+    assert Sequence(Sequence(Image())).map_paths([["a.jpg", None], []], up) == [["A.JPG", None], []]
+    assert Value("string").map_paths("a.jpg", up) == "a.jpg"
+    assert Sequence(Value("string")).map_paths(["a.jpg"], up) == ["a.jpg"]
 
 
 # ---- Features: schema, JSON, fingerprint -------------------------------------------------
@@ -407,6 +496,15 @@ def test_fingerprint_is_identical_in_another_process_with_another_hash_seed():
                              capture_output=True, text=True, env=env, check=True)
         assert out.stdout.strip() == fingerprint
     assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
+
+
+def test_a_saved_cache_keeps_its_features_and_fingerprint():
+    path = os.path.join(os.path.dirname(__file__), "data", "format1_cache", "_metadata.json")
+    with open(path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    features = Features.from_dict(manifest["features"])
+    assert features.to_dict() == manifest["features"]
+    assert features.fingerprint() == manifest["schema_fingerprint"]
 
 
 @pytest.mark.parametrize("changed", [

@@ -12,7 +12,6 @@ from PIL import Image as PILImage
 
 from beam_shards import EncodeError, Features, Image, encode_example
 from beam_shards import images
-from beam_shards.decode import decode_column
 from beam_shards.features import Sequence
 
 from _support import jpeg, png
@@ -68,6 +67,12 @@ def test_a_path_is_read_as_is_so_jpeg_stays_jpeg(tmp_path):
         encoded = encode(value)
         assert encoded == data
         assert open_bytes(encoded).format == "JPEG"
+
+
+def test_a_file_uri_is_read_like_a_path(tmp_path):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(jpeg(7))
+    assert encode(path.as_uri()) == encode({"path": path.as_uri()}) == jpeg(7)
 
 
 def test_a_path_with_a_misleading_extension_keeps_its_real_format(tmp_path):
@@ -241,10 +246,10 @@ def test_decode_numpy_keeps_palette_transparency():
     assert array.shape == (4, 4, 4)
 
 
-def test_decode_column_keeps_nulls_in_every_mode():
+def test_image_decode_keeps_nulls_in_every_mode():
     import pyarrow as pa
 
     column = pa.array([png(1), None], type=pa.large_binary())
-    assert decode_column(column, Image(), "bytes") == [png(1), None]
-    decoded = decode_column(column, Image(), "numpy")
+    assert Image().decode(column, "bytes") == [png(1), None]
+    decoded = Image().decode(column, "numpy")
     assert decoded[0].shape == (16, 16, 3) and decoded[1] is None

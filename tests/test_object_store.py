@@ -9,9 +9,9 @@ import apache_beam as beam
 import pytest
 
 import fake_object_store
-from _support import FEATURES, example, options
-from beam_shards import (ArrowBackend, CacheNotFoundError, Retention, ShardedDataset, WriteToArrowShards, list_versions,
-                         read_metadata, verify, write_shards)
+from _support import FEATURES, example, jpeg, options
+from beam_shards import (ArrowBackend, CacheNotFoundError, Features, Image, Retention, ShardedDataset, Video,
+                         WriteToArrowShards, encode_example, list_versions, read_metadata, verify, write_shards)
 from beam_shards import fs
 from beam_shards.gc import collect_garbage
 
@@ -82,3 +82,12 @@ def test_glob_characters_are_refused_in_remote_cache_paths(store):
         WriteToArrowShards("fakeobj://cache[1]", FEATURES)
     with pytest.raises(ValueError, match=r"may not contain"):
         write_shards([], "fakeobj://c*", FEATURES)
+
+
+def test_image_and_video_paths_on_an_object_store_are_read_byte_for_byte(store):
+    (store / "media").mkdir()
+    (store / "media" / "photo.jpg").write_bytes(jpeg(3))
+    (store / "media" / "clip.mp4.gz").write_bytes(b"not really gzip")
+    features = Features({"image": Image(), "video": Video()})
+    row = encode_example({"image": "fakeobj://media/photo.jpg", "video": "fakeobj://media/clip.mp4.gz"}, features)
+    assert row == {"image": jpeg(3), "video": b"not really gzip"}

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import Features, Image, ShardWriter, Value, WriterOptions
-from beam_shards.features import Sequence, row_nbytes
+from beam_shards.features import Sequence
+from beam_shards.writer import row_nbytes
 
 from _support import FEATURES, example, jpeg
 

@@ -1,0 +1,37 @@
+"""Short text forms for people: sizes in decimal units, and values cut to a length.
+
+Used in error messages (`short_repr`), by the command line and by each feature kind's
+`describe`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def human_size(num_bytes: float) -> str:
+    """`num_bytes` in decimal units: 512 B, 2.1 kB, 14.2 MB, 1.3 GB."""
+    if abs(num_bytes) < 1000:
+        return f"{num_bytes:,.0f} B"
+    for unit in ("kB", "MB", "GB"):
+        num_bytes /= 1000
+        if abs(num_bytes) < 1000:
+            return f"{num_bytes:,.1f} {unit}"
+    return f"{num_bytes / 1000:,.1f} TB"
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """`text` cut to `limit` characters, ending in "..." when it was cut."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """`repr` of a value cut to `limit` characters, with its type for bytes and arrays."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        head = bytes(value[:16])
+        return f"{type(value).__name__} of length {len(value)} starting {head!r}"
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    return f"{type(value).__name__} {clip(repr(value), limit)}"

@@ -1,0 +1,34 @@
+"""Features: what each column of a cache holds, its Arrow type, and how values are encoded.
+
+A `Features` object (`schema`) is the schema of a cache: a name for each column and
+its feature kind. Each kind lives in its own module, with how it checks, encodes,
+decodes and describes values, its Arrow type and its JSON form: `Value` and `ClassLabel`
+(`value`), `Image` and `Video` (`files`), `Array` (`array`) and `Sequence`
+(`sequence`); `base` holds what they share.
+
+Example:
+    >>> from beam_shards import Features, Value, Image, Array, ClassLabel, encode_example
+    >>> features = Features({
+    ...     "image": Image(),
+    ...     "label": ClassLabel(names=["cat", "dog"]),
+    ...     "embedding": Array((4,), "float32"),
+    ...     "caption": Value("string"),
+    ... })
+    >>> row = encode_example(
+    ...     {"image": None, "label": "dog", "embedding": [0, 1, 2, 3], "caption": "a dog"},
+    ...     features)
+    >>> row["label"], row["embedding"].dtype
+    (1, dtype('float32'))
+"""
+
+from beam_shards.features.array import Array
+from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, feature_from_dict
+from beam_shards.features.files import Image, Video
+from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example
+from beam_shards.features.sequence import Sequence
+from beam_shards.features.value import ClassLabel, Value
+
+__all__ = [
+    "Array", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "VALUE_DTYPES", "Value",
+    "Video", "cast_safely", "encode_example", "feature_from_dict",
+]

@@ -1,0 +1,226 @@
+"""What every feature kind shares: the `Feature` base class, dtype names, safe casts.
+
+A kind (in its own module) says how a value is checked and encoded, which Arrow type
+holds it, how its column decodes back (`decode`), how a value reads for people
+(`describe`), which file paths a value names (`map_paths`), and its JSON form. This
+module holds what the kinds have in common: the registry `feature_from_dict` builds
+kinds from (`@kind`), and the internal `_Invalid` error that `Features` turns into an
+`EncodeError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_shards.display import clip
+from beam_shards.errors import FeatureError
+
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOAT_DTYPES = ("float16", "float32", "float64")
+NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
+VALUE_DTYPES = NUMERIC_DTYPES + ("string", "binary")
+# The feature kinds by the `_type` of their JSON form (filled by `kind`).
+_KINDS: dict[str, type[Feature]] = {}
+
+
+class _Invalid(Exception):
+    """A value does not fit a feature; `encode_example` adds the example and field."""
+
+    def __init__(self, reason: str, field: str, feature: Feature, value: Any, row: int | None = None):
+        super().__init__(reason)
+        self.reason, self.field, self.feature, self.value, self.row = reason, field, feature, value, row
+
+
+class Feature:
+    """Base class of the feature kinds. Subclasses are small immutable value objects."""
+
+    _default_nullable: ClassVar[bool] = False
+    nullable: bool
+
+    def arrow_type(self) -> pa.DataType:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Feature:
+        """The feature whose `to_dict()` is `args` plus its `_type`; KeyError or TypeError when it is not one."""
+        return cls(**args)
+
+    def encode(self, value: Any, field: str) -> Any:
+        """Returns `value` in the form `build_array` takes; raises `_Invalid`."""
+        raise NotImplementedError
+
+    def build_array(self, values: list[Any]) -> pa.Array:
+        """Builds an Arrow array from encoded values (None for null)."""
+        return pa.array(values, type=self.arrow_type())
+
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """The values of `array` (of this feature's Arrow type) back as Python values.
+
+        Nulls become None. Scalars and class ids become Python values, Arrays numpy
+        arrays of the declared shape, Sequences lists, Images what `image_mode` says.
+
+        Args:
+          array: a column of this feature, as written.
+          image_mode: how Images come back: "pil", "numpy" (see `images.decode`) or
+            "bytes" (as stored).
+        """
+        return array.to_pylist()
+
+    def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
+        """`value` (as given to `encode`) with each file path in it replaced by `change(path)`,
+        such as to resolve paths relative to a manifest file. Kinds that read no files
+        return `value` as it is."""
+        return value
+
+    def describe(self, value: Any, limit: int = 80) -> str:
+        """A short readable form of one value as read back (images and videos as their
+        bytes), for people: about `limit` characters at most."""
+        return "None" if value is None else self._describe(value, limit)
+
+    def _describe(self, value: Any, limit: int) -> str:
+        if isinstance(value, bytes):
+            return f"{len(value):,} bytes"
+        return clip(repr(value), limit)
+
+    def _fail(self, reason: str, field: str, value: Any) -> _Invalid:
+        return _Invalid(reason, field, self, value)
+
+    def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
+        """`array` cast safely to this feature's Arrow type and checked; raises `_Invalid` with the row."""
+        if _family(array.type) not in self._batch_sources() + ("null",):
+            raise _Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
+        errors = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+        try:
+            array = array.cast(self.arrow_type(), safe=True)
+        except errors as error:
+            row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
+            raise _Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
+                           None if row is None else array[row].as_py(), row) from None
+        if not self.nullable and array.null_count:
+            row = pc.index(array.is_null(), True).as_py()
+            raise _Invalid("None where a value is required (declare nullable=True to allow it)", field, self, None, row)
+        self._check_values(array, field)
+        return array
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        """Checks what the Arrow type does not (class ids in range, complete images)."""
+
+    def _batch_sources(self) -> tuple[str, ...]:
+        """The Arrow type families a batch column may have to be cast to this feature."""
+        return (_family(self.arrow_type()),)
+
+    def encode_or_null(self, value: Any, field: str) -> Any:
+        if value is None:
+            if self.nullable:
+                return None
+            raise self._fail("None where a value is required (declare nullable=True to allow it)", field, value)
+        return self.encode(value, field)
+
+    def _nullable_repr(self) -> str:
+        return "" if self.nullable == self._default_nullable else f", nullable={self.nullable}"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.to_dict() == self.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+
+def kind(cls: type[Feature]) -> type[Feature]:
+    """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
+    _KINDS[cls.__name__] = cls
+    return cls
+
+
+def feature_from_dict(spec: Mapping[str, Any]) -> Feature:
+    """Builds a feature from its `to_dict()` form. Raises FeatureError on a bad spec."""
+    if not isinstance(spec, Mapping) or spec.get("_type") not in _KINDS:
+        raise FeatureError(f"not a feature spec (needs _type in {sorted(_KINDS)}): {spec!r}")
+    args = {k: v for k, v in spec.items() if k != "_type"}
+    try:
+        return _KINDS[spec["_type"]]._from_args(args)
+    except (KeyError, TypeError) as error:
+        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {error}") from None
+
+
+def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
+    """Casts `array` to `dtype` when no value changes (beyond rounding a float to a
+    narrower float). Raises ValueError otherwise."""
+    target = np.dtype(dtype)
+    source = array.dtype
+    if source == target:
+        return array
+    if not array.size:  # such as [] (float64 to numpy): no value to change
+        return array.astype(target)
+    if target.kind == "b" and source.kind != "b":
+        raise ValueError(f"cannot cast {source} to bool")
+    if target.kind in "iu":
+        if source.kind in "iu":
+            info = np.iinfo(target)
+            if array.size and (array.min() < info.min or array.max() > info.max):
+                raise ValueError(f"values {array.min()}..{array.max()} do not fit {target} ({info.min}..{info.max})")
+        elif source.kind != "b":
+            raise ValueError(f"cannot cast {source} to {target} without losing values")
+    elif target.kind == "f":
+        if source.kind not in "biuf":
+            raise ValueError(f"cannot cast {source} to {target}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = array.astype(target)
+            # Rounding a float to a narrower float is expected; overflowing to inf or
+            # changing an int is not.
+            if source.kind == "f":
+                changed = np.isinf(result) & np.isfinite(array)
+            else:
+                changed = result.astype(source) != array
+        if changed.any():
+            raise ValueError(f"value {array[changed].flat[0]} cannot be stored as {target} without changing it")
+        return result
+    return array.astype(target)
+
+
+def _family(arrow_type: pa.DataType) -> str:
+    """Arrow types grouped by what a value means: casts stay inside a family (ints may become floats)."""
+    for family, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer),
+                         ("float", pa.types.is_floating), ("string", pa.types.is_string),
+                         ("string", pa.types.is_large_string), ("binary", pa.types.is_binary),
+                         ("binary", pa.types.is_large_binary), ("binary", pa.types.is_fixed_size_binary),
+                         ("list", pa.types.is_list), ("list", pa.types.is_large_list),
+                         ("list", pa.types.is_fixed_size_list), ("null", pa.types.is_null)):
+        if test(arrow_type):
+            return family
+    return str(arrow_type)
+
+
+def _casts(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> bool:
+    try:
+        array.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def _null_mask(values: list[Any]) -> pa.Array | None:
+    nulls = [v is None for v in values]
+    return pa.array(nulls) if any(nulls) else None
+
+
+def _lengths(array: pa.Array) -> np.ndarray:
+    """The length of each list in a list array (0 for null)."""
+    return pc.list_value_length(array).fill_null(0).to_numpy().astype(np.int64)
+
+
+def _restore_nulls(rows: list[Any], array: pa.Array) -> list[Any]:
+    """`rows` decoded from `array`, with None where `array` is null."""
+    if array.null_count == 0:
+        return rows
+    valid = array.is_valid().to_pylist()
+    return [row if ok else None for row, ok in zip(rows, valid)]

@@ -1,0 +1,171 @@
+"""`Features`: the schema of a cache, its JSON form and fingerprint, and example encoding.
+
+A `Features` object maps column names to feature kinds. It maps to an Arrow schema,
+round-trips through JSON (so a reader needs no user code) and has a fingerprint
+computed from that JSON, identical across processes, machines and Python versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from beam_shards.display import short_repr
+from beam_shards.errors import EncodeError, FeatureError
+from beam_shards.features.base import Feature, _Invalid, feature_from_dict
+
+SCHEMA_METADATA_KEY = b"beam_shards.features"
+
+
+class Features(Mapping[str, Feature]):
+    """The named features of a cache, in column order.
+
+    Example:
+        >>> f = Features({"label": ClassLabel(num_classes=10), "text": Value("string")})
+        >>> Features.from_dict(f.to_dict()) == f
+        True
+
+    Args:
+      features: a mapping of column name to feature.
+
+    Raises:
+      FeatureError: no feature at all, a name that is not a non-empty string, or a value
+        that is not a feature.
+    """
+
+    def __init__(self, features: Mapping[str, Feature]):
+        if not features:
+            # An Arrow batch without columns has no rows: every example would be lost.
+            raise FeatureError("Features needs at least one feature; a cache without columns cannot hold rows")
+        for name, feature in features.items():
+            if not isinstance(name, str) or not name:
+                raise FeatureError(f"feature names must be non-empty strings; got {name!r}")
+            if not isinstance(feature, Feature):
+                raise FeatureError(f"feature {name!r} must be a Feature such as Value('int64'); got {feature!r}")
+        self._features = dict(features)
+        self._names = frozenset(self._features)
+        self._schema: pa.Schema | None = None
+
+    def __getitem__(self, name: str) -> Feature:
+        return self._features[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._features)
+
+    def __len__(self) -> int:
+        return len(self._features)
+
+    def __eq__(self, other: object) -> bool:
+        # Column order is part of the schema (and of the fingerprint `__hash__` uses).
+        return isinstance(other, Features) and other.to_json() == self.to_json()
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name!r}: {feature!r}" for name, feature in self._features.items())
+        return f"Features({{{inner}}})"
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: feature.to_dict() for name, feature in self._features.items()}
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Mapping[str, Any]]) -> Features:
+        if not isinstance(spec, Mapping):
+            raise FeatureError(f"features must be a JSON object of name -> feature; got {spec!r}")
+        return cls({name: feature_from_dict(feature) for name, feature in spec.items()})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Features:
+        return cls.from_dict(json.loads(text))
+
+    def fingerprint(self) -> str:
+        """A sha256 hex digest of the canonical JSON: stable across processes and versions."""
+        return hashlib.sha256(self.to_json().encode("ascii")).hexdigest()
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema; its metadata holds this JSON, so each shard describes itself."""
+        if self._schema is None:
+            fields = [pa.field(name, f.arrow_type(), nullable=f.nullable) for name, f in self._features.items()]
+            self._schema = pa.schema(fields, metadata={SCHEMA_METADATA_KEY: self.to_json().encode("ascii")})
+        return self._schema
+
+    def encode_example(self, example: Any, key: Any = None) -> dict[str, Any]:
+        """See `encode_example`."""
+        if not isinstance(example, Mapping):
+            raise EncodeError("an example must be a dict of field -> value", example=key, got=short_repr(example))
+        if example.keys() != self._names:
+            missing = [name for name in self._features if name not in example]
+            extra = [str(name) for name in example if name not in self._names]
+            if missing:
+                raise EncodeError(
+                    f"missing field (the features declare {', '.join(map(repr, self._features))})",
+                    example=key, field=missing[0], feature=repr(self._features[missing[0]]))
+            raise EncodeError(
+                f"unknown field {'s' if len(extra) > 1 else ''}{', '.join(map(repr, extra))} "
+                f"(the features declare {', '.join(map(repr, self._features))})", example=key, field=extra[0])
+        row = {}
+        try:
+            for name, feature in self._features.items():
+                row[name] = feature.encode_or_null(example[name], name)
+        except _Invalid as invalid:
+            raise EncodeError(invalid.reason, example=key, field=invalid.field,
+                              feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
+        return row
+
+    def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
+        """Checks rows already in Arrow form and returns them in this schema.
+
+        Columns are cast safely to the features' Arrow types (no overflow, no
+        truncation) and checked as `encode_example` checks values (class ids in range,
+        complete images, nulls only where allowed).
+
+        Raises:
+          EncodeError: a missing or extra column, or a value that does not fit; names
+            the batch (`key`), the row, the field and the feature.
+        """
+        if not isinstance(batch, (pa.RecordBatch, pa.Table)):
+            raise EncodeError("expected a pyarrow RecordBatch or Table", example=key, got=short_repr(batch))
+        names = batch.schema.names
+        if set(names) != self._names or len(names) != len(self._names):
+            missing = [name for name in self._features if name not in names]
+            extra = [name for name in names if name not in self._names or names.count(name) > 1]
+            problem = f"missing column {missing[0]!r}" if missing else f"unexpected column {extra[0]!r}"
+            raise EncodeError(f"{problem} (the features declare {', '.join(map(repr, self._features))})",
+                              example=key, field=(missing or extra)[0])
+        columns = []
+        for name, feature in self._features.items():
+            try:
+                columns.append(feature.check_array(batch.column(name), name))
+            except _Invalid as invalid:
+                raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=repr(invalid.feature),
+                                  got=None if invalid.value is None else short_repr(invalid.value),
+                                  row=invalid.row) from None
+        return pa.Table.from_arrays(columns, schema=self.arrow_schema())
+
+    def build_batch(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+        """Builds a record batch of this schema from rows returned by `encode_example`."""
+        columns = [feature.build_array([row[name] for row in rows]) for name, feature in self._features.items()]
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema())
+
+
+def encode_example(example: Mapping[str, Any], features: Features, *, key: Any = None) -> dict[str, Any]:
+    """Checks `example` against `features` and returns its encoded row.
+
+    Args:
+      example: a dict with exactly the declared fields.
+      features: the schema.
+      key: the example's key or position, named in errors.
+
+    Raises:
+      EncodeError: a missing or unknown field, a wrong type, shape or value; the error
+        names the example, the field, the feature and what it got.
+    """
+    return features.encode_example(example, key)

@@ -1,0 +1,84 @@
+"""`Sequence`: a variable-length list of another feature."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beam_shards.errors import FeatureError
+from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _restore_nulls, feature_from_dict,
+                                       kind)
+
+
+@kind
+class Sequence(Feature):
+    """A variable-length list of another feature (images, arrays and sequences included)."""
+
+    def __init__(self, feature: Feature, *, nullable: bool = False):
+        if not isinstance(feature, Feature):
+            raise FeatureError(f"Sequence takes a feature, like Sequence(Value('int64')); got {feature!r}")
+        self.feature = feature
+        self.nullable = nullable
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.large_list(pa.field("item", self.feature.arrow_type(), nullable=self.feature.nullable))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Sequence", "feature": self.feature.to_dict(), "nullable": self.nullable}
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Sequence:
+        return cls(feature_from_dict(args.pop("feature")), **args)
+
+    def __repr__(self) -> str:
+        return f"Sequence({self.feature!r}{self._nullable_repr()})"
+
+    def encode(self, value: Any, field: str) -> list[Any]:
+        if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, (list, tuple, np.ndarray)):
+            raise self._fail("expected a list", field, value)
+        child = self.feature
+        return [child.encode_or_null(item, f"{field}[{i}]") for i, item in enumerate(value)]
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        for chunk_start, chunk in _chunks(array):
+            try:
+                self.feature.check_array(chunk.flatten(), f"{field}[]")
+            except _Invalid as invalid:
+                if invalid.row is not None:
+                    offsets = chunk.offsets.to_numpy() - chunk.offsets[0].as_py()
+                    invalid.row = chunk_start + int(np.searchsorted(offsets, invalid.row, side="right")) - 1
+                raise
+
+    def build_array(self, values: list[Any]) -> pa.Array:
+        mask = _null_mask(values)
+        lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        flat = [item for v in values if v is not None for item in v]
+        child = self.feature.build_array(flat)
+        return pa.LargeListArray.from_arrays(pa.array(offsets), child, type=self.arrow_type(), mask=mask)
+
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """A list per row of the items decoded as the item feature decodes them."""
+        items = self.feature.decode(array.flatten(), image_mode)
+        ends = np.cumsum(_lengths(array)).tolist()
+        starts = [0] + ends[:-1]
+        return _restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
+
+    def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
+        return [self.feature.map_paths(item, change) for item in value] if isinstance(value, list) else value
+
+    def _describe(self, value: list[Any], limit: int) -> str:
+        items = [self.feature.describe(item, limit=40) for item in value[:6]]
+        more = f", ... ({len(value)} items)" if len(value) > 6 else ""
+        return "[" + ", ".join(items) + more + "]"
+
+
+def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
+    """(first row, chunk) of an array or of each chunk of a chunked array."""
+    start = 0
+    for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:
+        yield start, chunk
+        start += len(chunk)

@@ -1,0 +1,207 @@
+"""Scalar kinds: `Value` (bool, ints, floats, string, binary) and `ClassLabel` (a class id)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_shards.errors import FeatureError
+from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, Feature, _family,
+                                       _Invalid, cast_safely, kind)
+
+_INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
+
+
+@kind
+class Value(Feature):
+    """A scalar: bool, int8..int64, uint8..uint64, float16/32/64, string or binary.
+
+    Ints must fit the dtype (no wrap-around), and neither bools nor floats are taken
+    as ints. Strings are stored as UTF-8 (`bytes` that are valid UTF-8 are accepted).
+
+    Args:
+      dtype: one of `VALUE_DTYPES`.
+      nullable: whether None is a valid value.
+    """
+
+    def __init__(self, dtype: str, *, nullable: bool = False):
+        if dtype not in VALUE_DTYPES:
+            raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}; got {dtype!r}")
+        self.dtype = dtype
+        self.nullable = nullable
+
+    def arrow_type(self) -> pa.DataType:
+        if self.dtype == "string":
+            return pa.large_string()
+        if self.dtype == "binary":
+            return pa.large_binary()
+        return pa.from_numpy_dtype(np.dtype(self.dtype))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Value", "dtype": self.dtype, "nullable": self.nullable}
+
+    @classmethod
+    def _from_args(cls, args: dict[str, Any]) -> Value:
+        return cls(args.pop("dtype"), **args)
+
+    def __repr__(self) -> str:
+        return f"Value({self.dtype!r}{self._nullable_repr()})"
+
+    def encode(self, value: Any, field: str) -> Any:
+        dtype = self.dtype
+        if dtype in _INT_RANGES:
+            if type(value) is not int:
+                value = self._as_int(value, field)
+            low, high = _INT_RANGES[dtype]
+            if not low <= value <= high:
+                raise self._fail(f"{value} does not fit {dtype} (range {low}..{high})", field, value)
+            return value
+        if dtype in FLOAT_DTYPES:
+            if type(value) is float and dtype == "float64":
+                return value
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+                try:
+                    return float(cast_safely(np.asarray(value), dtype))
+                except ValueError as error:
+                    raise self._fail(str(error), field, value) from None
+            raise self._fail(f"expected a number for {dtype}", field, value)
+        if dtype == "bool":
+            if isinstance(value, (bool, np.bool_)):
+                return bool(value)
+            raise self._fail("expected a bool", field, value)
+        if dtype == "string":
+            return _as_text(self, value, field)
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise self._fail("expected bytes", field, value)
+
+    def _batch_sources(self) -> tuple[str, ...]:
+        return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
+                "string": ("string", "binary")}.get(self.dtype, (_family(self.arrow_type()),))
+
+    def _as_int(self, value: Any, field: str) -> int:
+        if isinstance(value, (bool, np.bool_)):
+            raise self._fail(f"expected an int for {self.dtype}, not a bool", field, value)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise self._fail(f"{value} is not an int", field, value)
+        raise self._fail(f"expected an int for {self.dtype}", field, value)
+
+    def build_array(self, values: list[Any]) -> pa.Array:
+        if self.dtype not in NUMERIC_DTYPES:
+            return pa.array(values, type=self.arrow_type())
+        if None not in values:
+            return pa.array(np.array(values, dtype=self.dtype))
+        mask = np.array([v is None for v in values])
+        filled = np.array([0 if v is None else v for v in values], dtype=self.dtype)
+        return pa.array(filled, mask=mask)
+
+
+def _as_text(feature: Feature, value: Any, field: str) -> str:
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise feature._fail(f"string cannot be stored as UTF-8 ({error.reason} at {error.start})", field, value) from None
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise feature._fail(f"bytes are not valid UTF-8 (at byte {error.start})", field, value) from None
+    raise feature._fail("expected a str", field, value)
+
+
+@kind
+class ClassLabel(Feature):
+    """An integer class id, given as an int or as a class name.
+
+    Args:
+      names: the class names; ids are their positions.
+      num_classes: the number of classes, when they have no names.
+
+    Raises:
+      FeatureError: neither or both of `names` and `num_classes`, or duplicate names.
+    """
+
+    def __init__(self, *, names: list[str] | None = None, num_classes: int | None = None,
+                 nullable: bool = False):
+        if (names is None) == (num_classes is None):
+            raise FeatureError("ClassLabel takes exactly one of names= or num_classes=")
+        if names is not None:
+            names = [str(name) for name in names]
+            if len(set(names)) != len(names):
+                raise FeatureError(f"ClassLabel names must be unique; got {names}")
+            num_classes = len(names)
+        if num_classes is None or num_classes < 1:
+            raise FeatureError(f"ClassLabel needs at least one class; got {num_classes}")
+        self.names = names
+        self.num_classes = int(num_classes)
+        self.nullable = nullable
+        self._ids = {name: i for i, name in enumerate(names or ())}
+
+    def str2int(self, name: str) -> int:
+        """The id of class `name`. Raises ValueError for an unknown name."""
+        try:
+            return self._ids[name]
+        except KeyError:
+            known = ", ".join(map(repr, (self.names or [])[:20]))
+            raise ValueError(f"unknown class name {name!r}; known names: {known}") from None
+
+    def int2str(self, index: int) -> str:
+        """The name of class `index` (its decimal string when there are no names)."""
+        if not 0 <= index < self.num_classes:
+            raise ValueError(f"class id {index} out of range 0..{self.num_classes - 1}")
+        return self.names[index] if self.names else str(index)
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.int64()
+
+    def _describe(self, value: int, limit: int) -> str:
+        return f"{value} ({self.int2str(value)})" if 0 <= value < self.num_classes else f"{value} (out of range)"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.names is not None:
+            return {"_type": "ClassLabel", "names": list(self.names), "nullable": self.nullable}
+        return {"_type": "ClassLabel", "num_classes": self.num_classes, "nullable": self.nullable}
+
+    def __repr__(self) -> str:
+        if self.names is not None:
+            shown = self.names if len(self.names) <= 5 else self.names[:5] + ["..."]
+            return f"ClassLabel(names={shown}{self._nullable_repr()})"
+        return f"ClassLabel(num_classes={self.num_classes}{self._nullable_repr()})"
+
+    def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
+        if _family(array.type) == "string":
+            if self.names is None:
+                raise _Invalid("class names are not declared, so a column of names cannot be read", field, self, None)
+            ids = pc.index_in(array, value_set=pa.array(self.names))
+            unknown = pc.and_(ids.is_null(), array.is_valid())
+            if pc.any(unknown).as_py():
+                row = pc.index(unknown, True).as_py()
+                raise _Invalid("unknown class name", field, self, array[row].as_py(), row)
+            array = ids
+        return super().check_array(array, field)
+
+    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+        bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            raise _Invalid(f"class id out of range 0..{self.num_classes - 1}", field, self, array[row].as_py(), row)
+
+    def encode(self, value: Any, field: str) -> int:
+        if isinstance(value, str):
+            if value in self._ids:
+                return self._ids[value]
+            raise self._fail("unknown class name" if self.names else "class names are not declared", field, value)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if 0 <= value < self.num_classes:
+                return int(value)
+            raise self._fail(f"class id out of range 0..{self.num_classes - 1}", field, value)
+        raise self._fail("expected a class id (int) or a class name (str)", field, value)
