@@ -1,0 +1,241 @@
+"""Hostile input and damaged caches: every bad file, row, index or manifest gets a clear error.
+
+Each corpus is a table, one case a line: a name, the input, the error class expected
+and words its message must hold. Add a case by adding a line. Every test runs under a
+timeout, so a hang fails instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image as PILImage
+
+from beam_shards import EncodeError, Features, Image, ShardedDataset, encode_example, images, write_shards
+
+from _support import jpeg, png
+
+IMAGE_FEATURES = Features({"image": Image()})
+
+
+def cases(table: list[tuple]) -> list:
+    """pytest parameters from a corpus table whose first column names each case."""
+    return [pytest.param(*rest, id=name) for name, *rest in table]
+
+
+def assert_clear(error: BaseException, expected: type, words: list[str]) -> None:
+    """`error` is an `expected` whose message holds every word, on one line."""
+    message = str(error)
+    assert isinstance(error, expected), f"{type(error).__name__}: {message}"
+    assert "\n" not in message.strip(), message
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+
+
+# ---- crafted images ------------------------------------------------------------------------
+
+def saved(image: PILImage.Image, fmt: str, **params) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def noise(seed: int, size: int = 48) -> PILImage.Image:
+    return PILImage.fromarray(np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8))
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def forged_png(width: int, height: int) -> bytes:
+    """A complete PNG container whose header claims `width` x `height` pixels (a decompression bomb)."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
+            + png_chunk(b"IEND", b""))
+
+
+def patched(data: bytes, at: int, new: bytes) -> bytes:
+    return data[:at] + new + data[at + len(new):]
+
+
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A small baseline JPEG whose frame header claims `width` x `height` pixels."""
+    data = jpeg(1)
+    return patched(data, data.index(b"\xff\xc0") + 5, struct.pack(">HH", height, width))
+
+
+def gif_claiming(width: int, height: int) -> bytes:
+    return patched(saved(noise(1, 8), "GIF"), 6, struct.pack("<HH", width, height))
+
+
+def bmp_claiming(width: int, height: int) -> bytes:
+    return patched(saved(noise(1, 8), "BMP"), 18, struct.pack("<ii", width, height))
+
+
+def webp_claiming(width: int, height: int) -> bytes:
+    """A lossless WebP whose VP8L header claims `width` x `height` (14 bits each, so 16384 at most)."""
+    data = saved(noise(1, 8), "WEBP", lossless=True)
+    bits = int.from_bytes(data[21:25], "little") & ~((1 << 28) - 1) | (width - 1) | (height - 1) << 14
+    return patched(data, 21, bits.to_bytes(4, "little"))
+
+
+def exif_with_thumbnail(thumbnail: bytes) -> bytes:
+    """An EXIF block (little-endian TIFF) whose IFD1 holds a JPEG thumbnail, as cameras write it."""
+    ifd1, entries = 14, 2
+    start = ifd1 + 2 + 12 * entries + 4
+    tiff = (b"II*\x00" + struct.pack("<I", 8) + struct.pack("<HI", 0, ifd1) + struct.pack("<H", entries)
+            + struct.pack("<HHII", 0x0201, 4, 1, start) + struct.pack("<HHII", 0x0202, 4, 1, len(thumbnail))
+            + struct.pack("<I", 0) + thumbnail)
+    return b"Exif\x00\x00" + tiff
+
+
+def camera_jpeg() -> bytes:
+    """A JPEG whose APP1 segment holds an EXIF thumbnail: a whole JPEG, end-of-image marker included."""
+    return saved(noise(2), "JPEG", quality=90, exif=exif_with_thumbnail(saved(noise(3, 8), "JPEG")))
+
+
+CAMERA_JPEG = camera_jpeg()
+THUMBNAIL_END = CAMERA_JPEG.index(b"\xff\xd9") + 2
+VALID_IMAGES = {
+    "jpeg": jpeg(1),
+    "camera jpeg": CAMERA_JPEG,
+    "progressive jpeg": saved(noise(4), "JPEG", progressive=True),
+    "jpeg with restart markers": saved(noise(5), "JPEG", restart_marker_blocks=1),
+    "png": png(1),
+    "png rgba": png(2, mode="RGBA"),
+    "gif": saved(noise(6, 8), "GIF"),
+    "webp": saved(noise(7, 8), "WEBP"),
+}
+
+BOMBS = [
+    ("png header of 100000x100000", forged_png(100_000, 100_000), ValueError,
+     ["decompression bomb", "10000000000 pixels", "MAX_IMAGE_PIXELS"]),
+    ("png just over the limit, where Pillow only warns", forged_png(10_000, 10_000), ValueError,
+     ["decompression bomb", "10000x10000", "MAX_IMAGE_PIXELS"]),
+    ("jpeg header of 60000x60000", jpeg_claiming(60_000, 60_000), ValueError, ["decompression bomb", "3600000000"]),
+    ("gif screen of 65535x65535", gif_claiming(65_535, 65_535), ValueError, ["decompression bomb"]),
+    ("bmp header of 60000x60000", bmp_claiming(60_000, 60_000), ValueError, ["decompression bomb"]),
+    ("webp header of 16384x16384", webp_claiming(16_384, 16_384), ValueError, ["decompression bomb", "268435456"]),
+]
+IMAGE_CASES = BOMBS + [
+    ("empty", b"", ValueError, ["empty bytes"]),
+    ("text", b"definitely not an image", ValueError, ["not an image"]),
+    ("jpeg cut just after its exif thumbnail", CAMERA_JPEG[:THUMBNAIL_END], ValueError, ["truncated JPEG"]),
+    ("jpeg cut in its scan after the exif thumbnail", CAMERA_JPEG[:-200], ValueError,
+     ["truncated JPEG", "no end-of-image marker"]),
+    ("jpeg with a segment of length 0", patched(jpeg(1), 4, b"\x00\x00"), ValueError, ["damaged JPEG", "length 0"]),
+    ("jpeg whose app0 runs past the end", patched(jpeg(1), 4, b"\xff\xf0"), ValueError, ["truncated JPEG", "FFE0"]),
+    ("png with a flipped pixel byte", patched(png(1), 60, bytes([png(1)[60] ^ 0x10])), ValueError,
+     ["damaged PNG", "IDAT", "CRC"]),
+    ("png missing bytes in the middle, IEND intact", png(1)[:100] + png(1)[200:], ValueError, ["PNG"]),
+    ("png cut before IEND", png(1)[:-20], ValueError, ["truncated PNG"]),
+    ("gif without its trailer", VALID_IMAGES["gif"][:-1], ValueError, ["truncated GIF"]),
+    ("webp shorter than its header", VALID_IMAGES["webp"][:-10], ValueError, ["truncated WebP"]),
+    ("tiff header only", b"II*\x00\x08\x00\x00\x00\x01\x00", ValueError, ["Pillow"]),
+]
+# Decoding reads the header only: what it refuses is what Pillow cannot open, and bombs.
+DECODE_CASES = BOMBS + [
+    ("empty", b"", ValueError, ["not an image"]),
+    ("text", b"definitely not an image", ValueError, ["not an image"]),
+]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_sniff(data, expected, words):
+    with pytest.raises(Exception) as raised:
+        images.sniff_format(data)
+    assert_clear(raised.value, expected, words)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_encode_example(data, expected, words):
+    with pytest.raises(Exception) as raised:
+        encode_example({"image": data}, IMAGE_FEATURES, key="photo.jpg")
+    assert_clear(raised.value, EncodeError, words + ["photo.jpg", "image"])
+    assert isinstance(raised.value, expected)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_encode_batch(data, expected, words):
+    batch = pa.table({"image": pa.array([png(1), data], type=pa.large_binary())})
+    with pytest.raises(Exception) as raised:
+        IMAGE_FEATURES.encode_batch(batch, "batch.parquet")
+    assert_clear(raised.value, EncodeError, words + ["row 1", "batch.parquet"])
+    assert isinstance(raised.value, expected)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("data, expected, words", cases(DECODE_CASES))
+@pytest.mark.parametrize("mode", ["pil", "numpy"])
+def test_image_corpus_decode(data, expected, words, mode):
+    with pytest.raises(Exception) as raised:
+        images.decode(data, mode)
+    assert_clear(raised.value, expected, words)
+
+
+@pytest.mark.timeout(60)
+def test_a_bomb_in_a_cache_is_a_clear_error_on_read(tmp_path, monkeypatch):
+    path = str(tmp_path / "cache")
+    with monkeypatch.context() as unlimited:
+        unlimited.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
+        write_shards([{"image": forged_png(100_000, 100_000)}], path, IMAGE_FEATURES)
+    for image_mode in ("pil", "numpy"):
+        with pytest.raises(ValueError, match="decompression bomb"):
+            ShardedDataset(path, image_mode=image_mode)[0]
+    assert ShardedDataset(path, image_mode="bytes")[0]["image"] == forged_png(100_000, 100_000)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")
+def test_a_bomb_pillow_only_warns_about_is_refused_also_when_warnings_are_errors():
+    with pytest.raises(ValueError, match="decompression bomb"):
+        images.sniff_format(forged_png(10_000, 10_000))
+
+
+@pytest.mark.timeout(30)
+def test_the_pixel_limit_is_pillows_own_setting(monkeypatch):
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 16 * 16 - 1)
+    with pytest.raises(ValueError, match="16x16 is over the limit of 255 pixels"):
+        images.sniff_format(png(1))
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
+    assert images.sniff_format(forged_png(10_000, 10_000)) == "PNG"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["camera jpeg", "progressive jpeg", "jpeg with restart markers", "png"])
+def test_an_image_cut_anywhere_before_its_end_is_refused(name):
+    data = VALID_IMAGES[name]
+    accepted = []
+    for cut in range(len(data)):
+        try:
+            images.sniff_format(data[:cut])
+            accepted.append(cut)
+        except ValueError:
+            pass
+    assert not accepted, f"{name} of {len(data)} bytes accepted when cut at {accepted[:10]}"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", sorted(VALID_IMAGES))
+def test_valid_images_are_accepted_also_with_bytes_appended(name):
+    data = VALID_IMAGES[name]
+    fmt = images.sniff_format(data)
+    assert fmt == PILImage.open(io.BytesIO(data)).format
+    if fmt in ("JPEG", "PNG"):
+        assert images.sniff_format(data + b"\x00camera trailer" * 500) == fmt
+
+
+def test_the_camera_jpeg_holds_a_thumbnail_whose_end_marker_comes_before_the_scan():
+    thumbnail = CAMERA_JPEG[CAMERA_JPEG.index(b"\xff\xd8", 2):THUMBNAIL_END]
+    assert PILImage.open(io.BytesIO(thumbnail)).size == (8, 8)
+    assert b"\xff\xda" in CAMERA_JPEG[THUMBNAIL_END:], "the image's own scan follows the thumbnail"
+    assert len(CAMERA_JPEG) - THUMBNAIL_END < 4096, "within the window the old end-marker check searched"
