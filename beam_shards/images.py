@@ -21,10 +21,10 @@ import numpy as np
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _JPEG_SOI = b"\xff\xd8\xff"
 _JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
-# Markers without a length: TEM and RST0..RST7; after 0xFF, 0x00 is a stuffed byte, not a marker.
-_JPEG_NO_LENGTH = frozenset([0x00, 0x01, *range(0xD0, 0xD8)])
-# A marker: 0xFF (after any fill bytes 0xFF, or stray bytes, which libjpeg skips too) and its code.
-_JPEG_MARKER = re.compile(rb"\xff([^\xff])")
+# Markers without a length: TEM and RST0..RST7.
+_JPEG_NO_LENGTH = frozenset([0x01, *range(0xD0, 0xD8)])
+# A marker: 0xFF, any fill bytes 0xFF, then its code (0x00 after 0xFF is a stuffed byte, not a code).
+_JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
 # The marker that ends a scan's entropy-coded data (FF 00 is a stuffed byte, FF D0..D7 a restart).
 _JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 _ALPHA_OR_PALETTE_MODES = {"RGBA", "RGBa", "LA", "La", "P", "PA"}
@@ -71,14 +71,17 @@ def _check_jpeg(data: bytes) -> None:
 
     Segments are skipped by their lengths, so the end-of-image marker of an EXIF
     thumbnail (a JPEG inside the APP1 segment) is not taken for the image's own; after
-    each scan header its entropy-coded data runs to the next marker. Stray bytes before
-    a marker are skipped, as libjpeg does.
+    each scan header its entropy-coded data runs to the next marker. Where a segment
+    ends the next marker must start: bytes there mean a length is wrong.
     """
     position = 2
     while True:
-        found = _JPEG_MARKER.search(data, position)
+        found = _JPEG_MARKER.match(data, position)
         if found is None:
-            raise ValueError(f"truncated JPEG: no end-of-image marker in its {len(data):,} bytes")
+            if position >= len(data) - 1:
+                raise ValueError(f"truncated JPEG: no end-of-image marker in its {len(data):,} bytes")
+            raise ValueError(f"damaged JPEG: no marker at byte {position:,}, where the segment before ends "
+                             f"(found {data[position:position + 2].hex(' ')})")
         marker, position = found.group(1)[0], found.end()
         if marker == _JPEG_EOI:
             return

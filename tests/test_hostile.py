@@ -3,24 +3,37 @@
 Each corpus is a table, one case a line: a name, the input, the error class expected
 and words its message must hold. Add a case by adding a line. Every test runs under a
 timeout, so a hang fails instead of stalling the suite.
+
+Hypothesis also mutates valid images (cuts, byte flips, inserted and deleted bytes):
+each must be refused with a ValueError or accepted, and what is accepted opens with
+Pillow. Damage inside compressed pixel data (a JPEG scan, GIF or WebP data) is seen
+only by decoding, which the checks do not do; the tally printed at the end counts how
+often such bytes were accepted. Set BEAM_SHARDS_HYPOTHESIS_SCALE=10 for a longer search.
 """
 
 from __future__ import annotations
 
+import collections
 import io
+import os
+import re
 import struct
 import zlib
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image as PILImage
 
 from beam_shards import EncodeError, Features, Image, ShardedDataset, encode_example, images, write_shards
 
+from _reliability import print_uncaptured
 from _support import jpeg, png
 
 IMAGE_FEATURES = Features({"image": Image()})
+SCALE = int(os.environ.get("BEAM_SHARDS_HYPOTHESIS_SCALE", "1"))
 
 
 def cases(table: list[tuple]) -> list:
@@ -130,6 +143,8 @@ IMAGE_CASES = BOMBS + [
     ("jpeg cut in its scan after the exif thumbnail", CAMERA_JPEG[:-200], ValueError,
      ["truncated JPEG", "no end-of-image marker"]),
     ("jpeg with a segment of length 0", patched(jpeg(1), 4, b"\x00\x00"), ValueError, ["damaged JPEG", "length 0"]),
+    ("jpeg with bytes between two segments", jpeg(1)[:20] + b"\x00\x00" + jpeg(1)[20:], ValueError,
+     ["damaged JPEG", "no marker at byte 20"]),
     ("jpeg whose app0 runs past the end", patched(jpeg(1), 4, b"\xff\xf0"), ValueError, ["truncated JPEG", "FFE0"]),
     ("png with a flipped pixel byte", patched(png(1), 60, bytes([png(1)[60] ^ 0x10])), ValueError,
      ["damaged PNG", "IDAT", "CRC"]),
@@ -239,3 +254,65 @@ def test_the_camera_jpeg_holds_a_thumbnail_whose_end_marker_comes_before_the_sca
     assert PILImage.open(io.BytesIO(thumbnail)).size == (8, 8)
     assert b"\xff\xda" in CAMERA_JPEG[THUMBNAIL_END:], "the image's own scan follows the thumbnail"
     assert len(CAMERA_JPEG) - THUMBNAIL_END < 4096, "within the window the old end-marker check searched"
+
+
+# ---- fuzzing image bytes ---------------------------------------------------------------------
+
+@st.composite
+def mutated_images(draw) -> tuple[str, bytes]:
+    """A valid image with one to three cuts, byte flips, inserted or deleted runs of bytes."""
+    name = draw(st.sampled_from(sorted(VALID_IMAGES)))
+    data = bytearray(VALID_IMAGES[name])
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["cut", "flip", "insert", "delete"]))
+        at = draw(st.integers(0, max(len(data) - 1, 0)))
+        if kind == "cut":
+            del data[at:]
+        elif kind == "flip" and data:
+            data[at] ^= draw(st.integers(1, 255))
+        elif kind == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=16))
+        elif kind == "delete":
+            del data[at:at + draw(st.integers(1, 64))]
+    return name, bytes(data)
+
+
+@pytest.fixture(scope="module")
+def fuzz_tally(request) -> collections.Counter:
+    """Outcomes of the fuzzed images, printed when the module finishes."""
+    outcomes: collections.Counter = collections.Counter()
+    yield outcomes
+    if outcomes:
+        print_uncaptured(request, [
+            f"FUZZ images: {outcomes['cases']} cases, {outcomes['refused']} refused with a ValueError, "
+            f"{outcomes['accepted']} accepted ({outcomes['pixels load']} with pixels that load, "
+            f"{outcomes['pixels damaged']} with damaged pixel data)"])
+
+
+def _load_pixels(data: bytes) -> bool:
+    try:
+        images.decode(data).load()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.timeout(600)
+@settings(max_examples=1000 * SCALE, deadline=5000, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=mutated_images())
+def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case, fuzz_tally):
+    name, data = case
+    fuzz_tally["cases"] += 1
+    try:
+        fmt = images.sniff_format(data)
+    except ValueError as error:
+        assert str(error), f"{name}: a ValueError without a message"
+        with pytest.raises(EncodeError, match=re.escape(str(error))):
+            encode_example({"image": data}, IMAGE_FEATURES)
+        fuzz_tally["refused"] += 1
+        return
+    assert encode_example({"image": data}, IMAGE_FEATURES)["image"] == data
+    with images.decode(data) as image:
+        assert fmt == image.format or (fmt, image.format) == ("JPEG", "MPO"), name
+    fuzz_tally["accepted"] += 1
+    fuzz_tally["pixels load" if _load_pixels(data) else "pixels damaged"] += 1
