@@ -13,19 +13,20 @@ or a path that is not a cache.
 from __future__ import annotations
 
 import argparse
+import collections
 import io
 import json
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
+import pyarrow.compute as pc
 
-from beam_shards import fs
+from beam_shards.backend import open_shard, read_batch
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
-from beam_shards.errors import BeamShardsError, CacheNotFoundError, CorruptCacheError
+from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Video
 from beam_shards.manifest import Manifest, read_metadata
 
@@ -56,42 +57,46 @@ def _label_feature(feature: Feature) -> ClassLabel | None:
     return feature if isinstance(feature, ClassLabel) else None
 
 
-def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of one shard holding only `columns`: other columns are not read."""
-    path = manifest.shard_path(shard_id)
-    indices = [list(manifest.features).index(name) for name in columns]
-    source = pa.memory_map(fs.local_path(path)) if fs.is_local(path) else pa.PythonFile(fs.open_read(path), mode="r")
-    try:
-        reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=indices))
-        for index in range(reader.num_record_batches):
-            yield reader.get_batch(index)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise CorruptCacheError(f"shard {manifest.shards[shard_id].path} cannot be read ({error}); "
-                                "run `beam-shards verify` for details") from None
-    finally:
-        source.close()
+def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
+    """For each ClassLabel column (or Sequence of one), how many values each class id has;
+    the key None counts nulls.
 
+    Only the label columns are read, batch by batch, and only the ids that occur are
+    counted, so memory follows the data, not `num_classes`. Ids out of range (in a
+    damaged shard) are counted as they are.
 
-def class_counts(manifest: Manifest) -> dict[str, np.ndarray]:
-    """For each ClassLabel column (or Sequence of one), the number of values per class id.
-
-    Only the label columns are read, batch by batch. The array has one more entry than
-    there are classes: the last counts nulls.
+    Raises:
+      CorruptCacheError: a shard is missing, unreadable or does not match the manifest.
     """
-    labels = {name: feature for name, f in manifest.features.items() if (feature := _label_feature(f))}
-    counts = {name: np.zeros(feature.num_classes + 1, dtype=np.int64) for name, feature in labels.items()}
-    if not labels:
-        return counts
-    for shard_id in range(manifest.num_shards):
-        for batch in _column_batches(manifest, shard_id, list(labels)):
-            for name, feature in labels.items():
+    labels = [name for name, feature in manifest.features.items() if _label_feature(feature)]
+    counts = {name: collections.Counter() for name in labels}
+    for shard_id in range(manifest.num_shards if labels else 0):
+        reader = open_shard(manifest, shard_id, columns=labels, stream=True)
+        for index in range(reader.num_record_batches):
+            batch = read_batch(reader, index, manifest, shard_id)
+            for name in labels:
                 column = batch.column(name)
                 if isinstance(manifest.features[name], SequenceFeature):
                     column = column.flatten()
-                counts[name][-1] += column.null_count
-                ids = column.drop_null().to_numpy()
-                counts[name][:-1] += np.bincount(ids, minlength=feature.num_classes)[:feature.num_classes]
+                for entry in pc.value_counts(column).to_pylist():
+                    counts[name][entry["values"]] += entry["counts"]
     return counts
+
+
+def _count_lines(feature: ClassLabel, counts: collections.Counter) -> list[str]:
+    """`info`'s lines for one label column: each class that occurs with its count and share,
+    ids out of range and nulls, then how many classes have no values."""
+    ids = sorted(i for i in counts if i is not None)
+    names = [feature.int2str(i) if 0 <= i < feature.num_classes else f"{i} (out of range)" for i in ids]
+    width = max(map(len, names), default=0)
+    total = max(sum(counts.values()), 1)
+    lines = [f"  {name:<{width}}  {counts[i]:>10,}  {100 * counts[i] / total:5.1f}%" for name, i in zip(names, ids)]
+    if counts[None]:
+        lines.append(f"  {'(null)':<{width}}  {counts[None]:>10,}")
+    empty = feature.num_classes - sum(0 <= i < feature.num_classes for i in ids)
+    if empty:
+        lines.append(f"  ({empty:,} of {feature.num_classes:,} classes have no values)")
+    return lines
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -114,14 +119,8 @@ def _info(args: argparse.Namespace) -> int:
     lines.append("features")
     lines += [f"  {name:<{width}}  {feature!r}" for name, feature in manifest.features.items()]
     for name, counts in class_counts(manifest).items():
-        feature = _label_feature(manifest.features[name])
         lines.append(f"{name}: count per class")
-        names = [feature.int2str(i) for i in range(feature.num_classes)]
-        name_width = max(len(n) for n in names)
-        total = max(int(counts.sum()), 1)
-        lines += [f"  {n:<{name_width}}  {c:>10,}  {100 * c / total:5.1f}%" for n, c in zip(names, counts[:-1].tolist())]
-        if counts[-1]:
-            lines.append(f"  {'(null)':<{name_width}}  {int(counts[-1]):>10,}")
+        lines += _count_lines(_label_feature(manifest.features[name]), counts)
     skipped = read_bad_inputs(args.path)
     if skipped:
         stale = {record.get("write_id") for record in skipped} != {manifest.write_id}

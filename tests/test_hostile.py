@@ -19,6 +19,7 @@ import json
 import os
 import re
 import struct
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -28,13 +29,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
-from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, Image, ShardedDataset, Value, encode_example,
-                         images, write_shards)
+from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, ShardedDataset, Value,
+                         cli, encode_example, images, read_metadata, write_shards)
 from beam_shards.bad_inputs import read_bad_inputs
 from pipelines import common, image_folder, jsonl
 from pipelines import csv as csv_pipeline
 
-from _reliability import print_uncaptured
+from _reliability import edit_manifest, print_uncaptured
 from _support import jpeg, png
 
 IMAGE_FEATURES = Features({"image": Image()})
@@ -447,6 +448,103 @@ def test_image_folder_refuses_an_output_that_is_its_input_or_holds_it(tmp_path, 
         image_folder.run(["--input", str(root), "--output", os.path.join(str(root), output)])
     assert exit_info.value.code == 2
     assert "is the input folder" in capsys.readouterr().err
+
+
+
+# ---- the command line on crafted caches ---------------------------------------------------------
+
+CLI_FEATURES = Features({"id": Value("int64"), "image": Image(), "label": ClassLabel(num_classes=10),
+                         "tags": Sequence(ClassLabel(names=["x", "y"]))})
+CLI_ROWS = 12
+
+
+def craft_manifest(path: str, edit) -> None:
+    """Edits the manifest of the cache at `path`, then recomputes its schema fingerprint so
+    that the edit is all that differs."""
+    def edit_and_fingerprint(data: dict) -> None:
+        edit(data)
+        data["schema_fingerprint"] = Features.from_dict(data["features"]).fingerprint()
+
+    edit_manifest(path, edit_and_fingerprint)
+
+
+def with_label(**label) -> callable:
+    """A manifest edit declaring the `label` column as the ClassLabel `label` gives."""
+    return lambda data: data["features"]["label"].update({"num_classes": None, "names": None, **label})
+
+
+def rename_column(old: str, new: str) -> callable:
+    return lambda data: data.update(features={new if k == old else k: v for k, v in data["features"].items()})
+
+
+@pytest.fixture
+def cli_cache(tmp_path) -> str:
+    """A small cache with label columns, written afresh for each test to craft."""
+    path = str(tmp_path / "cache")
+    rows = ({"id": i, "image": png(i, size=4), "label": i % 7, "tags": ["x", "y"][: i % 3]} for i in range(CLI_ROWS))
+    write_shards(rows, path, CLI_FEATURES, max_rows_per_shard=5)
+    return path
+
+
+def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# (name, manifest edit, command with {path} for the cache, words it prints): commands that succeed.
+CLI_OUTPUT_CASES = [
+    ("a trillion classes", with_label(num_classes=10**12), ["info", "{path}"],
+     ["label: count per class", "999,999,999,993 of 1,000,000,000,000 classes have no values"]),
+    ("ids past the declared classes", with_label(num_classes=3), ["info", "{path}"],
+     ["3 (out of range)", "6 (out of range)"]),
+]
+# (name, manifest edit, command with {path} for the cache, exit status, words of its one-line error).
+CLI_ERROR_CASES = [
+    ("not a cache", None, ["info", "{path}-missing"], 2, ["no beam_shards cache"]),
+    ("a label column the shards do not have", rename_column("label", "class"), ["info", "{path}"], 1,
+     ["shard 0", "has schema"]),
+]
+
+
+def _command(argv: list[str], path: str) -> list[str]:
+    return [part.format(path=path) for part in argv]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("edit, argv, words", cases(CLI_OUTPUT_CASES))
+def test_cli_output_corpus(cli_cache, capsys, edit, argv, words):
+    craft_manifest(cli_cache, edit)
+    tracemalloc.start()
+    try:
+        code, out, err = run_cli(capsys, _command(argv, cli_cache))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (code, err) == (0, ""), err
+    for word in words:
+        assert word in out, out
+    assert peak < 50 * 2**20, f"{argv[0]} held {peak:,} bytes at its peak"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("edit, argv, code, words", cases(CLI_ERROR_CASES))
+def test_cli_error_corpus(cli_cache, capsys, edit, argv, code, words):
+    if edit is not None:
+        craft_manifest(cli_cache, edit)
+    got, out, err = run_cli(capsys, _command(argv, cli_cache))
+    assert got == code and not out, (got, out)
+    assert err.startswith("beam-shards: ") and err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.timeout(30)
+def test_class_counts_count_only_the_ids_that_occur(cli_cache):
+    craft_manifest(cli_cache, with_label(num_classes=10**12))
+    counts = cli.class_counts(read_metadata(cli_cache))
+    assert counts["label"] == collections.Counter(i % 7 for i in range(CLI_ROWS))
+    assert counts["tags"] == collections.Counter(t for i in range(CLI_ROWS) for t in [0, 1][: i % 3])
 
 
 # ---- fuzzing image bytes ---------------------------------------------------------------------
