@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import collections
-import io
 import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow.compute as pc
@@ -28,6 +27,7 @@ from beam_shards.backend import open_shard, read_batch
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Video
+from beam_shards.images import open_image
 from beam_shards.manifest import Manifest, read_metadata
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -36,6 +36,20 @@ CAPTION_HEIGHT = 14
 
 class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
+
+
+def printable(text: str) -> str:
+    """`text` with each character a terminal would act on (escape sequences and other
+    control characters, bidirectional overrides, line separators) shown escaped, as
+    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def say(*lines: str, file: TextIO | None = None) -> None:
+    """Prints each line made `printable`: everything the commands print goes through here."""
+    print("\n".join(printable(line) for line in lines), file=file)
 
 
 def human_size(num_bytes: float) -> str:
@@ -126,7 +140,7 @@ def _info(args: argparse.Namespace) -> int:
         stale = {record.get("write_id") for record in skipped} != {manifest.write_id}
         lines.append(f"bad inputs   {len(skipped):,} skipped, listed in {bad_inputs_path(args.path)}"
                      + (" (by another write than the published one)" if stale else ""))
-    print("\n".join(lines))
+    say(*lines)
     return EXIT_OK
 
 
@@ -144,13 +158,13 @@ def _verify(args: argparse.Namespace) -> int:
     report = verify(args.path, on_shard=on_shard)
     meter.finish()
     for problem in report.problems:
-        print(f"problem: {problem}")
+        say(f"problem: {problem}")
     manifest = report.manifest
     if report.ok:
-        print(f"OK: {report.shards_checked:,} shard(s), {manifest.num_rows:,} rows, "
+        say(f"OK: {report.shards_checked:,} shard(s), {manifest.num_rows:,} rows, "
               f"{human_size(manifest.num_bytes)} match the manifest")
         return EXIT_OK
-    print(f"FAILED: {len(report.problems)} problem(s) in the cache at {args.path}")
+    say(f"FAILED: {len(report.problems)} problem(s) in the cache at {args.path}")
     return EXIT_PROBLEM
 
 
@@ -158,13 +172,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 def describe_image(data: bytes) -> str:
     """Format, size and mode of encoded image bytes, read from the header only."""
-    from PIL import Image as PILImage, UnidentifiedImageError
-
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
+        with open_image(data) as image:
             return f"{image.format} {image.width}x{image.height} {image.mode}, {human_size(len(data))}"
-    except (UnidentifiedImageError, OSError):
-        return f"unreadable image, {human_size(len(data))}"
+    except ValueError as error:
+        return f"unreadable image, {human_size(len(data))} ({error})"
 
 
 def format_value(value: Any, feature: Feature, limit: int = 80) -> str:
@@ -210,10 +222,10 @@ def _head(args: argparse.Namespace) -> int:
     rows = dataset.__getitems__(list(range(count)))
     for index, row in enumerate(rows):
         width = max(len(name) for name in row) if row else 0
-        print(f"row {index}")
+        say(f"row {index}")
         for name, value in row.items():
-            print(f"  {name:<{width}}  {format_value(value, features[name])}")
-    print(f"({count:,} of {len(dataset):,} rows)")
+            say(f"  {name:<{width}}  {format_value(value, features[name])}")
+    say(f"({count:,} of {len(dataset):,} rows)")
     return EXIT_OK
 
 
@@ -255,12 +267,12 @@ def contact_sheet(images: Sequence[bytes | None], captions: Sequence[str], tile:
 
 def _thumbnail(data: bytes | None, size: int):
     """Encoded image bytes decoded and scaled to fit size x size (RGBA), None if they do not decode."""
-    from PIL import Image as PILImage, ImageOps
+    from PIL import ImageOps
 
     if data is None:
         return None
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
+        with open_image(data) as image:
             return ImageOps.contain(image.convert("RGBA"), (size, size))
     except Exception:  # noqa: BLE001 - Pillow raises many kinds; a bad image is drawn as a cross, not a crash
         return None
@@ -292,14 +304,14 @@ def _show(args: argparse.Namespace) -> int:
         sheet.save(args.out, format="PNG")
     except OSError as error:
         raise UsageError(f"cannot write {args.out}: {error}") from None
-    print(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
+    say(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
     return EXIT_OK
 
 
 def _caption(value: Any, feature: Feature) -> str:
     if isinstance(feature, ClassLabel) and value is not None and 0 <= value < feature.num_classes:
-        return feature.int2str(value)
-    return str(value)
+        return printable(feature.int2str(value))
+    return printable(str(value))
 
 
 # gc -------------------------------------------------------------------------------
@@ -309,15 +321,15 @@ def _gc(args: argparse.Namespace) -> int:
 
     garbage = find_garbage(args.path)
     if not garbage.published:
-        print(f"no cache is published at {args.path}; these are files of writes that never finished")
+        say(f"no cache is published at {args.path}; these are files of writes that never finished")
     for name, size in sorted(garbage.files.items()):
-        print(f"  {name}  ({human_size(size)})")
+        say(f"  {name}  ({human_size(size)})")
     total = f"{len(garbage.files):,} file(s), {human_size(garbage.num_bytes)}"
     if args.dry_run:
-        print(f"dry run: would remove {total}" if garbage.files else f"nothing to remove in {args.path}")
+        say(f"dry run: would remove {total}" if garbage.files else f"nothing to remove in {args.path}")
         return EXIT_OK
     collect_garbage(garbage)
-    print(f"removed {total}" if garbage.files else f"nothing to remove in {args.path}")
+    say(f"removed {total}" if garbage.files else f"nothing to remove in {args.path}")
     return EXIT_OK
 
 
@@ -391,10 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (CacheNotFoundError, UsageError) as error:
-        print(f"beam-shards: {error}", file=sys.stderr)
+        say(f"beam-shards: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BeamShardsError as error:
-        print(f"beam-shards: {error}", file=sys.stderr)
+        say(f"beam-shards: {error}", file=sys.stderr)
         return EXIT_PROBLEM
 
 

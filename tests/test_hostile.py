@@ -1,8 +1,9 @@
 """Hostile input and damaged caches: every bad file, row, index or manifest gets a clear error.
 
 Each corpus is a table, one case a line: a name, the input, the error class expected
-and words its message must hold. Add a case by adding a line. Every test runs under a
-timeout, so a hang fails instead of stalling the suite.
+and words its message must hold. Add a case by adding a line; MANIFEST_CASES and
+SHARD_CASES hold crafted caches. Every test runs under a timeout, so a hang fails
+instead of stalling the suite.
 
 Hypothesis also mutates valid images (cuts, byte flips, inserted and deleted bytes):
 each must be refused with a ValueError or accepted, and what is accepted opens with
@@ -21,6 +22,7 @@ import re
 import struct
 import tracemalloc
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -29,14 +31,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
-from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, ShardedDataset, Value,
-                         cli, encode_example, images, read_metadata, write_shards)
+from beam_shards import (ArrowBackend, ClassLabel, CorruptCacheError, EncodeError, Features, Image, Sequence,
+                         ShardedDataset, Value, cli, encode_example, images, read_metadata, write_shards)
 from beam_shards.bad_inputs import read_bad_inputs
+from beam_shards.manifest import STAGING_DIR
 from pipelines import common, image_folder, jsonl
 from pipelines import csv as csv_pipeline
 
 from _reliability import edit_manifest, print_uncaptured
 from _support import jpeg, png
+
+pytestmark = pytest.mark.timeout(30)  # tests that need longer say so
 
 IMAGE_FEATURES = Features({"image": Image()})
 SCALE = int(os.environ.get("BEAM_SHARDS_HYPOTHESIS_SCALE", "1"))
@@ -167,7 +172,6 @@ DECODE_CASES = BOMBS + [
 ]
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
 def test_image_corpus_sniff(data, expected, words):
     with pytest.raises(Exception) as raised:
@@ -175,7 +179,6 @@ def test_image_corpus_sniff(data, expected, words):
     assert_clear(raised.value, expected, words)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
 def test_image_corpus_encode_example(data, expected, words):
     with pytest.raises(Exception) as raised:
@@ -184,7 +187,6 @@ def test_image_corpus_encode_example(data, expected, words):
     assert isinstance(raised.value, expected)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
 def test_image_corpus_encode_batch(data, expected, words):
     batch = pa.table({"image": pa.array([png(1), data], type=pa.large_binary())})
@@ -194,7 +196,6 @@ def test_image_corpus_encode_batch(data, expected, words):
     assert isinstance(raised.value, expected)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("data, expected, words", cases(DECODE_CASES))
 @pytest.mark.parametrize("mode", ["pil", "numpy"])
 def test_image_corpus_decode(data, expected, words, mode):
@@ -203,26 +204,29 @@ def test_image_corpus_decode(data, expected, words, mode):
     assert_clear(raised.value, expected, words)
 
 
-@pytest.mark.timeout(60)
-def test_a_bomb_in_a_cache_is_a_clear_error_on_read(tmp_path, monkeypatch):
-    path = str(tmp_path / "cache")
+@pytest.fixture
+def bomb_cache(tmp_path, monkeypatch) -> str:
+    """A cache holding a decompression bomb, written while Pillow's pixel limit was lifted."""
+    path = str(tmp_path / "bomb")
     with monkeypatch.context() as unlimited:
         unlimited.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
         write_shards([{"image": forged_png(100_000, 100_000)}], path, IMAGE_FEATURES)
+    return path
+
+
+def test_a_bomb_in_a_cache_is_a_clear_error_on_read(bomb_cache):
     for image_mode in ("pil", "numpy"):
         with pytest.raises(ValueError, match="decompression bomb"):
-            ShardedDataset(path, image_mode=image_mode)[0]
-    assert ShardedDataset(path, image_mode="bytes")[0]["image"] == forged_png(100_000, 100_000)
+            ShardedDataset(bomb_cache, image_mode=image_mode)[0]
+    assert ShardedDataset(bomb_cache, image_mode="bytes")[0]["image"] == forged_png(100_000, 100_000)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")
 def test_a_bomb_pillow_only_warns_about_is_refused_also_when_warnings_are_errors():
     with pytest.raises(ValueError, match="decompression bomb"):
         images.sniff_format(forged_png(10_000, 10_000))
 
 
-@pytest.mark.timeout(30)
 def test_the_pixel_limit_is_pillows_own_setting(monkeypatch):
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 16 * 16 - 1)
     with pytest.raises(ValueError, match="16x16 is over the limit of 255 pixels"):
@@ -245,7 +249,6 @@ def test_an_image_cut_anywhere_before_its_end_is_refused(name):
     assert not accepted, f"{name} of {len(data)} bytes accepted when cut at {accepted[:10]}"
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("name", sorted(VALID_IMAGES))
 def test_valid_images_are_accepted_also_with_bytes_appended(name):
     data = VALID_IMAGES[name]
@@ -325,7 +328,6 @@ def assert_every_reader_refuses(readers: dict, argument, expected: type, words: 
             raise AssertionError(f"{name}: {failure}") from None
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("index, expected, words", cases(INDEX_CASES))
 def test_index_corpus(index_cache, index, expected, words):
     dataset = ShardedDataset(index_cache)
@@ -334,7 +336,6 @@ def test_index_corpus(index_cache, index, expected, words):
     assert_every_reader_refuses(readers, index, expected, words)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("indices, expected, words", cases(INDICES_CASES))
 def test_indices_corpus(index_cache, indices, expected, words):
     dataset = ShardedDataset(index_cache)
@@ -343,14 +344,12 @@ def test_indices_corpus(index_cache, indices, expected, words):
     assert_every_reader_refuses(readers, indices, expected, words)
 
 
-@pytest.mark.timeout(30)
 @pytest.mark.parametrize("arguments, expected, words", cases(SLICE_CASES))
 def test_slice_corpus(index_cache, arguments, expected, words):
     assert_every_reader_refuses({"ArrowBackend.slice": lambda args: ArrowBackend.open(index_cache).slice(*args)},
                                 arguments, expected, words)
 
 
-@pytest.mark.timeout(30)
 def test_numpy_ints_of_every_width_still_index(index_cache):
     backend = ArrowBackend.open(index_cache)
     for dtype in (np.int8, np.uint8, np.int32, np.uint64):
@@ -468,13 +467,27 @@ def craft_manifest(path: str, edit) -> None:
     edit_manifest(path, edit_and_fingerprint)
 
 
-def with_label(**label) -> callable:
-    """A manifest edit declaring the `label` column as the ClassLabel `label` gives."""
-    return lambda data: data["features"]["label"].update({"num_classes": None, "names": None, **label})
+def crafted(edit) -> Callable[[str], None]:
+    """What `craft_manifest` does to a cache with the manifest edit `edit`."""
+    return lambda path: craft_manifest(path, edit)
 
 
-def rename_column(old: str, new: str) -> callable:
-    return lambda data: data.update(features={new if k == old else k: v for k, v in data["features"].items()})
+def with_label(**label) -> Callable[[str], None]:
+    """Declares the `label` column as the ClassLabel that `label` gives."""
+    return crafted(lambda data: data["features"]["label"].update({"num_classes": None, "names": None, **label}))
+
+
+def rename_column(old: str, new: str) -> Callable[[str], None]:
+    return crafted(lambda data: data.update(features={new if k == old else k: v for k, v in data["features"].items()}))
+
+
+def cut_first_shard(path: str) -> None:
+    with open(read_metadata(path, check_files=False).shard_path(0), "r+b") as handle:
+        handle.truncate(100)
+
+
+def remove_first_shard(path: str) -> None:
+    os.remove(read_metadata(path, check_files=False).shard_path(0))
 
 
 @pytest.fixture
@@ -492,18 +505,27 @@ def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-# (name, manifest edit, command with {path} for the cache, words it prints): commands that succeed.
+# (name, what is done to the cache first, command with {path} for the cache, words it prints): commands
+# that succeed, within a bounded memory.
 CLI_OUTPUT_CASES = [
     ("a trillion classes", with_label(num_classes=10**12), ["info", "{path}"],
      ["label: count per class", "999,999,999,993 of 1,000,000,000,000 classes have no values"]),
     ("ids past the declared classes", with_label(num_classes=3), ["info", "{path}"],
      ["3 (out of range)", "6 (out of range)"]),
 ]
-# (name, manifest edit, command with {path} for the cache, exit status, words of its one-line error).
+# (name, what is done to the cache first, command with {path} for the cache, exit status, words of its
+# one-line error).
 CLI_ERROR_CASES = [
     ("not a cache", None, ["info", "{path}-missing"], 2, ["no beam_shards cache"]),
     ("a label column the shards do not have", rename_column("label", "class"), ["info", "{path}"], 1,
      ["shard 0", "has schema"]),
+    ("a shard missing", remove_first_shard, ["head", "{path}"], 1, ["is missing"]),
+    ("a shard cut", cut_first_shard, ["info", "{path}"], 1, ["100 bytes", "truncated"]),
+    ("an unknown column", None, ["head", "{path}", "--columns", "nope"], 2, ["nope"]),
+    ("show of a column that is not an image", None, ["show", "{path}", "--out", "{path}/x.png", "--image", "label"],
+     2, ["no Image column 'label'"]),
+    ("show into a folder that does not exist", None, ["show", "{path}", "--out", "{path}/no/such/x.png"], 2,
+     ["cannot write"]),
 ]
 
 
@@ -511,10 +533,9 @@ def _command(argv: list[str], path: str) -> list[str]:
     return [part.format(path=path) for part in argv]
 
 
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("edit, argv, words", cases(CLI_OUTPUT_CASES))
-def test_cli_output_corpus(cli_cache, capsys, edit, argv, words):
-    craft_manifest(cli_cache, edit)
+@pytest.mark.parametrize("craft, argv, words", cases(CLI_OUTPUT_CASES))
+def test_cli_output_corpus(cli_cache, capsys, craft, argv, words):
+    craft(cli_cache)
     tracemalloc.start()
     try:
         code, out, err = run_cli(capsys, _command(argv, cli_cache))
@@ -527,11 +548,10 @@ def test_cli_output_corpus(cli_cache, capsys, edit, argv, words):
     assert peak < 50 * 2**20, f"{argv[0]} held {peak:,} bytes at its peak"
 
 
-@pytest.mark.timeout(30)
-@pytest.mark.parametrize("edit, argv, code, words", cases(CLI_ERROR_CASES))
-def test_cli_error_corpus(cli_cache, capsys, edit, argv, code, words):
-    if edit is not None:
-        craft_manifest(cli_cache, edit)
+@pytest.mark.parametrize("craft, argv, code, words", cases(CLI_ERROR_CASES))
+def test_cli_error_corpus(cli_cache, capsys, craft, argv, code, words):
+    if craft is not None:
+        craft(cli_cache)
     got, out, err = run_cli(capsys, _command(argv, cli_cache))
     assert got == code and not out, (got, out)
     assert err.startswith("beam-shards: ") and err.count("\n") == 1, err
@@ -539,12 +559,113 @@ def test_cli_error_corpus(cli_cache, capsys, edit, argv, code, words):
         assert word in err, err
 
 
-@pytest.mark.timeout(30)
 def test_class_counts_count_only_the_ids_that_occur(cli_cache):
-    craft_manifest(cli_cache, with_label(num_classes=10**12))
+    with_label(num_classes=10**12)(cli_cache)
     counts = cli.class_counts(read_metadata(cli_cache))
     assert counts["label"] == collections.Counter(i % 7 for i in range(CLI_ROWS))
     assert counts["tags"] == collections.Counter(t for i in range(CLI_ROWS) for t in [0, 1][: i % 3])
+
+
+
+def test_head_and_show_describe_a_bomb_without_decoding_it(bomb_cache, tmp_path, capsys):
+    code, out, _ = run_cli(capsys, ["head", bomb_cache])
+    assert code == 0 and "unreadable image" in out and "decompression bomb" in out
+    code, out, _ = run_cli(capsys, ["show", bomb_cache, "--out", str(tmp_path / "sheet.png")])
+    assert code == 0 and "wrote" in out
+
+
+# Strings a cache can hold that a terminal would act on: clear the screen, set the window
+# title, a C1 control sequence introducer, a right-to-left override and a line break.
+EVIL = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e\n"
+EVIL_SHOWN = r"\x1b[2J\x1b]0;owned\x07\x9b31m\u202e\n"
+
+
+def evil_manifest(data: dict) -> None:
+    data.update(write_id=f"w{EVIL}", created=EVIL)
+    data["writer"].update(package=f"beam_shards{EVIL}", pyarrow=EVIL)
+    data["shards"][0]["file"] += EVIL
+
+
+@pytest.fixture
+def evil_cache(tmp_path) -> str:
+    """A cache whose column, class and shard names, metadata, writer and write id hold EVIL,
+    with a killed write's file of such a name left in its staging folder."""
+    path = str(tmp_path / "cache")
+    features = Features({f"label{EVIL}": ClassLabel(names=[f"cat{EVIL}", "dog"]), f"image{EVIL}": Image(),
+                         f"text{EVIL}": Value("string")})
+    rows = ({f"label{EVIL}": i % 2, f"image{EVIL}": png(i, size=4), f"text{EVIL}": f"t{EVIL}"} for i in range(4))
+    write_shards(rows, path, features, metadata={f"key{EVIL}": f"value{EVIL}"})
+    shard = read_metadata(path).shard_path(0)
+    os.rename(shard, shard + EVIL)
+    edit_manifest(path, evil_manifest)
+    staging = os.path.join(path, STAGING_DIR, f"write{EVIL}")
+    os.makedirs(staging)
+    with open(os.path.join(staging, f"junk{EVIL}"), "wb") as handle:
+        handle.write(b"x")
+    return path
+
+
+# (name, what is done to the cache first, command with {path} for the cache, exit status, words printed).
+EVIL_CASES = [
+    ("info", None, ["info", "{path}"], 0, [f"label{EVIL_SHOWN}", f"cat{EVIL_SHOWN}",
+                                           r'"value\u001b[2J\u001b]0;owned\u0007\x9b31m\u202e\n"',
+                                           f"write id     w{EVIL_SHOWN}", f"beam_shards{EVIL_SHOWN}"]),
+    ("head", None, ["head", "{path}"], 0, [f"label{EVIL_SHOWN}", f"text{EVIL_SHOWN}"]),
+    ("verify", None, ["verify", "{path}"], 0, ["OK: 1 shard(s)"]),
+    ("verify, a shard cut", cut_first_shard, ["verify", "{path}"], 1, [EVIL_SHOWN, "FAILED"]),
+    ("info, a shard missing", remove_first_shard, ["info", "{path}"], 1, [EVIL_SHOWN, "is missing"]),
+    ("gc listing", None, ["gc", "--dry-run", "{path}"], 0, [f"junk{EVIL_SHOWN}"]),
+]
+
+
+@pytest.mark.parametrize("craft, argv, code, words", cases(EVIL_CASES))
+def test_cli_escapes_what_the_cache_holds(evil_cache, capsys, craft, argv, code, words):
+    if craft is not None:
+        craft(evil_cache)
+    got, out, err = run_cli(capsys, _command(argv, evil_cache))
+    assert got == code, (out, err)
+    for text in (out, err):
+        assert all(c.isprintable() for line in text.splitlines() for c in line), repr(text)
+    for word in words:
+        assert word in out + err, out + err
+    assert err.count("\n") <= 1, err
+
+
+def test_show_escapes_the_captions(evil_cache, tmp_path, capsys, monkeypatch):
+    captions = []
+    draw = cli.contact_sheet
+    monkeypatch.setattr(cli, "contact_sheet", lambda images, shown, *args: captions.extend(shown) or draw(
+        images, shown, *args))
+    assert run_cli(capsys, ["show", evil_cache, "--out", str(tmp_path / "sheet.png")])[0] == 0
+    assert sorted(captions) == [f"0 cat{EVIL_SHOWN}", "1 dog", f"2 cat{EVIL_SHOWN}", "3 dog"]
+
+
+
+# ---- crafted manifests and shards ------------------------------------------------------------------
+
+def read_every_row(path: str) -> None:
+    backend = ArrowBackend.open(path)
+    backend.slice(0, backend.num_rows)
+    list(ShardedDataset(path))
+
+
+# (name, what is done to a sound cache, error class, words its message must hold): opening the cache
+# and reading every row with ArrowBackend and ShardedDataset must raise it. More cases to come.
+MANIFEST_CASES = [
+    ("a label column the shards do not have", rename_column("label", "class"), CorruptCacheError,
+     ["shard 0", "has schema"]),
+]
+SHARD_CASES = [
+    ("a shard cut", cut_first_shard, CorruptCacheError, ["100 bytes", "truncated"]),
+]
+
+
+@pytest.mark.parametrize("craft, expected, words", cases(MANIFEST_CASES + SHARD_CASES))
+def test_crafted_cache_corpus(cli_cache, craft, expected, words):
+    craft(cli_cache)
+    with pytest.raises(Exception) as raised:
+        read_every_row(cli_cache)
+    assert_clear(raised.value, expected, words)
 
 
 # ---- fuzzing image bytes ---------------------------------------------------------------------
@@ -607,3 +728,4 @@ def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case,
         assert fmt == image.format or (fmt, image.format) == ("JPEG", "MPO"), name
     fuzz_tally["accepted"] += 1
     fuzz_tally["pixels load" if _load_pixels(data) else "pixels damaged"] += 1
+
