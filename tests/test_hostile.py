@@ -265,7 +265,6 @@ def test_the_camera_jpeg_holds_a_thumbnail_whose_end_marker_comes_before_the_sca
     assert len(CAMERA_JPEG) - THUMBNAIL_END < 4096, "within the window the old end-marker check searched"
 
 
-
 # ---- indices -------------------------------------------------------------------------------
 
 INDEX_ROWS = 10
@@ -359,7 +358,6 @@ def test_numpy_ints_of_every_width_still_index(index_cache):
     assert backend.take([]).num_rows == 0 and ShardedDataset(index_cache)[np.array([], dtype=np.uint64)] == []
 
 
-
 # ---- pipelines -------------------------------------------------------------------------------
 
 GOOD_JSONL = json.dumps({"image": "a.jpg", "n": 1}) + "\n"
@@ -447,7 +445,6 @@ def test_image_folder_refuses_an_output_that_is_its_input_or_holds_it(tmp_path, 
         image_folder.run(["--input", str(root), "--output", os.path.join(str(root), output)])
     assert exit_info.value.code == 2
     assert "is the input folder" in capsys.readouterr().err
-
 
 
 # ---- the command line on crafted caches ---------------------------------------------------------
@@ -638,7 +635,6 @@ def test_show_escapes_the_captions(evil_cache, tmp_path, capsys, monkeypatch):
         images, shown, *args))
     assert run_cli(capsys, ["show", evil_cache, "--out", str(tmp_path / "sheet.png")])[0] == 0
     assert sorted(captions) == [f"0 cat{EVIL_SHOWN}", "1 dog", f"2 cat{EVIL_SHOWN}", "3 dog"]
-
 
 
 # ---- crafted manifests and shards ------------------------------------------------------------------
