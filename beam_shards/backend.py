@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_shards.display import short_repr
 from beam_shards.features import Features
 from beam_shards.manifest import Manifest
 from beam_shards.shard_file import ShardFile
@@ -193,7 +194,13 @@ class ArrowBackend:
         return table.combine_chunks().take(pa.array(inverse))
 
     def slice(self, start: int, length: int) -> pa.Table:
-        """Rows `start` to `start + length` (clipped at the end), reading only their batches."""
+        """Rows `start` to `start + length` (clipped at the end), reading only their batches.
+
+        Raises:
+          TypeError: `start` or `length` is not an int. IndexError: `start` is out of
+            range. ValueError: `length` is negative.
+        """
+        start, length = _as_int(start, "slice start"), _as_int(length, "slice length")
         if not 0 <= start <= self.num_rows:
             raise IndexError(f"slice start {start} out of range for a cache of {self.num_rows} rows")
         if length < 0:
@@ -258,28 +265,62 @@ class ArrowBackend:
         return list(self._open)
 
 
+def _as_int(value: Any, what: str = "index") -> int:
+    """`value` as a Python int: an int or numpy integer, not a bool, float, None or string.
+
+    Raises:
+      TypeError: naming `what` and the value.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an int, not a bool; got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int; got {short_repr(value)}") from None
+
+
 def check_index(index: int, length: int, what: str = "cache") -> int:
     """`index` as a position in 0..length-1 (negative counts from the end).
 
     Raises:
-      TypeError: `index` is not an int. IndexError: it is out of range (names both).
+      TypeError: `index` is not an int (a bool is not taken for one). IndexError: it
+        is out of range (names both).
     """
-    index = operator.index(index)
+    index = _as_int(index)
     if not -length <= index < length:
         raise IndexError(f"index {index} out of range for a {what} of {length} rows")
     return index + length if index < 0 else index
 
 
 def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
-    """`check_index` over many indices at once, as an int64 array."""
-    idx = np.asarray(indices)
+    """`check_index` over many indices at once, as an int64 array.
+
+    Raises:
+      TypeError: an index is not an int (floats, bools, None, objects). ValueError:
+        `indices` is not flat (its shape is named). IndexError: an index is out of range.
+    """
+    try:
+        idx = np.asarray(indices)
+    except ValueError:
+        raise ValueError(f"indices must be a flat sequence of ints; got {short_repr(indices)}") from None
+    if idx.ndim > 1:
+        raise ValueError(f"indices must be one-dimensional; got shape {idx.shape}")
+    if idx.dtype.kind == "b" or _holds_bools(indices, idx):
+        raise TypeError(f"indices must be ints, not bools; got {short_repr(indices)}")
     if idx.dtype.kind not in "iu" and idx.size:
-        raise TypeError(f"indices must be ints; got dtype {idx.dtype}")
-    idx = idx.astype(np.int64, copy=False).reshape(-1)
+        raise TypeError(f"indices must be ints; got {short_repr(indices)}")
+    idx = idx.reshape(-1)
     bad = (idx < -length) | (idx >= length)
     if bad.any():
         raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a {what} of {length} rows")
+    idx = idx.astype(np.int64, copy=False)
     return np.where(idx < 0, idx + length, idx)
+
+
+def _holds_bools(indices: Any, idx: np.ndarray) -> bool:
+    """Whether a sequence that numpy read as ints holds bools (numpy takes them for 0 and 1)."""
+    return idx.dtype.kind in "iu" and idx.ndim == 1 and not isinstance(indices, np.ndarray) and any(
+        isinstance(i, (bool, np.bool_)) for i in indices)
 
 
 def _widen_binary(table: pa.Table) -> pa.Table:

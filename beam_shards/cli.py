@@ -14,22 +14,24 @@ or a path that is not a cache.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
-import io
 import json
 import math
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
+from beam_shards.images import open_image
 from beam_shards.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 from beam_shards.manifest import Manifest
 from beam_shards.shard_file import ShardFile
@@ -41,6 +43,20 @@ CAPTION_HEIGHT = 14
 
 class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
+
+
+def printable(text: str) -> str:
+    """`text` with each character a terminal would act on (escape sequences and other
+    control characters, bidirectional overrides, line separators) shown escaped, as
+    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def say(*lines: str, file: TextIO | None = None) -> None:
+    """Prints each line made `printable`: everything the commands print goes through here."""
+    print("\n".join(printable(line) for line in lines), file=file)
 
 
 # info -----------------------------------------------------------------------------
@@ -59,26 +75,44 @@ def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> It
         yield shard.read_batch(reader, index)
 
 
-def class_counts(manifest: Manifest) -> dict[str, np.ndarray]:
-    """For each ClassLabel column (or Sequence of one), the number of values per class id.
+def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
+    """For each ClassLabel column (or Sequence of one), how many values each class id has;
+    the key None counts nulls.
 
-    Only the label columns are read, batch by batch. The array has one more entry than
-    there are classes: the last counts nulls.
+    Only the label columns are read, batch by batch, and only the ids that occur are
+    counted, so memory follows the data, not `num_classes`. Ids out of range (in a
+    damaged shard) are counted as they are.
+
+    Raises:
+      CorruptCacheError: a shard is missing, unreadable or does not match the manifest.
     """
-    labels = {name: feature for name, f in manifest.features.items() if (feature := _label_feature(f))}
-    counts = {name: np.zeros(feature.num_classes + 1, dtype=np.int64) for name, feature in labels.items()}
-    if not labels:
-        return counts
-    for shard_id in range(manifest.num_shards):
-        for batch in _column_batches(manifest, shard_id, list(labels)):
-            for name, feature in labels.items():
+    labels = [name for name, feature in manifest.features.items() if _label_feature(feature)]
+    counts = {name: collections.Counter() for name in labels}
+    for shard_id in range(manifest.num_shards if labels else 0):
+        for batch in _column_batches(manifest, shard_id, labels):
+            for name in labels:
                 column = batch.column(name)
                 if isinstance(manifest.features[name], SequenceFeature):
                     column = column.flatten()
-                counts[name][-1] += column.null_count
-                ids = column.drop_null().to_numpy()
-                counts[name][:-1] += np.bincount(ids, minlength=feature.num_classes)[:feature.num_classes]
+                for entry in pc.value_counts(column).to_pylist():
+                    counts[name][entry["values"]] += entry["counts"]
     return counts
+
+
+def _count_lines(feature: ClassLabel, counts: collections.Counter) -> list[str]:
+    """`info`'s lines for one label column: each class that occurs with its count and share,
+    ids out of range and nulls, then how many classes have no values."""
+    ids = sorted(i for i in counts if i is not None)
+    names = [feature.int2str(i) if 0 <= i < feature.num_classes else f"{i} (out of range)" for i in ids]
+    width = max(map(len, names), default=0)
+    total = max(sum(counts.values()), 1)
+    lines = [f"  {name:<{width}}  {counts[i]:>10,}  {100 * counts[i] / total:5.1f}%" for name, i in zip(names, ids)]
+    if counts[None]:
+        lines.append(f"  {'(null)':<{width}}  {counts[None]:>10,}")
+    empty = feature.num_classes - sum(0 <= i < feature.num_classes for i in ids)
+    if empty:
+        lines.append(f"  ({empty:,} of {feature.num_classes:,} classes have no values)")
+    return lines
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -103,20 +137,14 @@ def _info(args: argparse.Namespace) -> int:
     lines.append("features")
     lines += [f"  {name:<{width}}  {feature!r}" for name, feature in manifest.features.items()]
     for name, counts in class_counts(manifest).items():
-        feature = _label_feature(manifest.features[name])
         lines.append(f"{name}: count per class")
-        names = [feature.int2str(i) for i in range(feature.num_classes)]
-        name_width = max(len(n) for n in names)
-        total = max(int(counts.sum()), 1)
-        lines += [f"  {n:<{name_width}}  {c:>10,}  {100 * c / total:5.1f}%" for n, c in zip(names, counts[:-1].tolist())]
-        if counts[-1]:
-            lines.append(f"  {'(null)':<{name_width}}  {int(counts[-1]):>10,}")
+        lines += _count_lines(_label_feature(manifest.features[name]), counts)
     skipped = read_bad_inputs(args.path)
     if skipped:
         stale = {record.get("write_id") for record in skipped} != {manifest.write_id}
         lines.append(f"bad inputs   {len(skipped):,} skipped, listed in {bad_inputs_path(args.path)}"
                      + (" (by another write than the published one)" if stale else ""))
-    print("\n".join(lines))
+    say(*lines)
     return EXIT_OK
 
 
@@ -134,13 +162,13 @@ def _verify(args: argparse.Namespace) -> int:
     report = verify(args.path, version=args.version, on_shard=on_shard)
     meter.finish()
     for problem in report.problems:
-        print(f"problem: {problem}")
+        say(f"problem: {problem}")
     manifest = report.manifest
     if report.ok:
-        print(f"OK: {report.shards_checked:,} shard(s), {manifest.num_rows:,} rows, "
+        say(f"OK: {report.shards_checked:,} shard(s), {manifest.num_rows:,} rows, "
               f"{human_size(manifest.num_bytes)} match the manifest")
         return EXIT_OK
-    print(f"FAILED: {len(report.problems)} problem(s) in the cache at {args.path}")
+    say(f"FAILED: {len(report.problems)} problem(s) in the cache at {args.path}")
     return EXIT_PROBLEM
 
 
@@ -166,10 +194,10 @@ def _head(args: argparse.Namespace) -> int:
     rows = dataset.__getitems__(list(range(count)))
     for index, row in enumerate(rows):
         width = max(len(name) for name in row) if row else 0
-        print(f"row {index}")
+        say(f"row {index}")
         for name, value in row.items():
-            print(f"  {name:<{width}}  {features[name].describe(value)}")
-    print(f"({count:,} of {len(dataset):,} rows)")
+            say(f"  {name:<{width}}  {features[name].describe(value)}")
+    say(f"({count:,} of {len(dataset):,} rows)")
     return EXIT_OK
 
 
@@ -211,12 +239,12 @@ def contact_sheet(images: Sequence[bytes | None], captions: Sequence[str], tile:
 
 def _thumbnail(data: bytes | None, size: int):
     """Encoded image bytes decoded and scaled to fit size x size (RGBA), None if they do not decode."""
-    from PIL import Image as PILImage, ImageOps
+    from PIL import ImageOps
 
     if data is None:
         return None
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
+        with open_image(data) as image:
             return ImageOps.contain(image.convert("RGBA"), (size, size))
     except Exception:  # noqa: BLE001 - Pillow raises many kinds; a bad image is drawn as a cross, not a crash
         return None
@@ -248,23 +276,23 @@ def _show(args: argparse.Namespace) -> int:
         sheet.save(args.out, format="PNG")
     except OSError as error:
         raise UsageError(f"cannot write {args.out}: {error}") from None
-    print(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
+    say(f"wrote {args.out}: {count} image(s) of {len(dataset):,}, {sheet.width}x{sheet.height} pixels")
     return EXIT_OK
 
 
 def _caption(value: Any, feature: Feature) -> str:
     if isinstance(feature, ClassLabel) and value is not None and 0 <= value < feature.num_classes:
-        return feature.int2str(value)
-    return str(value)
+        return printable(feature.int2str(value))
+    return printable(str(value))
 
 
 # gc -------------------------------------------------------------------------------
 
 def _log(args: argparse.Namespace) -> int:
     versions = list_versions(args.path)
-    print(f"{'version':>7}  {'write id':<25}  {'created':<29}  {'rows':>12}  {'shards':>7}  mode")
+    say(f"{'version':>7}  {'write id':<25}  {'created':<29}  {'rows':>12}  {'shards':>7}  mode")
     for manifest in reversed(versions):
-        print(f"{manifest.version:>7}  {manifest.write_id:<25}  {manifest.created or '?':<29}  "
+        say(f"{manifest.version:>7}  {manifest.write_id:<25}  {manifest.created or '?':<29}  "
               f"{manifest.num_rows:>12,}  {manifest.num_shards:>7,}  {manifest.mode}")
     return EXIT_OK
 
@@ -273,16 +301,16 @@ def _gc(args: argparse.Namespace) -> int:
     retention = Retention(keep=args.keep, min_age=args.min_age)
     garbage = (find_garbage if args.dry_run else collect_garbage)(args.path, retention)
     if not garbage.published:
-        print(f"no cache is published at {args.path}; these are files of writes that never finished")
+        say(f"no cache is published at {args.path}; these are files of writes that never finished")
     if garbage.removed_versions:
-        print(f"versions removed by retention ({retention}): {', '.join(map(str, garbage.removed_versions))}")
+        say(f"versions removed by retention ({retention}): {', '.join(map(str, garbage.removed_versions))}")
     for name, size in sorted(garbage.files.items()):
-        print(f"  {name}  ({human_size(size)}): {garbage.reasons[name]}")
+        say(f"  {name}  ({human_size(size)}): {garbage.reasons[name]}")
     total = f"{len(garbage.files):,} file(s), {human_size(garbage.num_bytes)}"
     if not garbage.files:
-        print(f"nothing to remove in {args.path} (versions kept: {', '.join(map(str, garbage.kept_versions))})")
+        say(f"nothing to remove in {args.path} (versions kept: {', '.join(map(str, garbage.kept_versions))})")
     else:
-        print(f"dry run: would remove {total}" if args.dry_run else f"removed {total}")
+        say(f"dry run: would remove {total}" if args.dry_run else f"removed {total}")
     return EXIT_OK
 
 
@@ -380,10 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (CacheNotFoundError, UsageError) as error:
-        print(f"beam-shards: {error}", file=sys.stderr)
+        say(f"beam-shards: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BeamShardsError as error:
-        print(f"beam-shards: {error}", file=sys.stderr)
+        say(f"beam-shards: {error}", file=sys.stderr)
         return EXIT_PROBLEM
 
 

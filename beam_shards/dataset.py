@@ -40,6 +40,8 @@ class ShardedDataset:
       CacheNotFoundError, CorruptCacheError: the cache cannot be opened.
       KeyError: a column that the cache does not have.
       IndexError: an index out of range (the message carries index and length).
+      TypeError: an index that is not an int (a bool, float, None or string).
+      ValueError: an index array of more than one dimension.
     """
 
     def __init__(self, source: str | ArrowBackend, *, version: int | None = None, columns: Sequence[str] | None = None,

@@ -3,13 +3,18 @@ and describing one in a few words.
 
 Encoding keeps the source format: bytes pass through unchanged, a PIL image is saved
 in its own format (PNG when it has none, or has an alpha or palette mode), and a numpy
-array becomes PNG. Checks look at the container only (signature and end marker), so
-a truncated or non-image file is caught without decoding pixels.
+array becomes PNG. Checks look at the container and the header only, never decoding
+pixels: a JPEG's marker segments up to its end-of-image marker, a PNG's chunks (and
+their CRCs) up to IEND, the trailer of a GIF and the length of a WebP; then Pillow
+reads the header, and an image of more pixels than `PIL.Image.MAX_IMAGE_PIXELS` (a
+decompression bomb) is refused, so a truncated, damaged or hostile file is caught.
 """
 
 from __future__ import annotations
 
 import io
+import re
+import zlib
 from typing import Any
 
 import numpy as np
@@ -17,29 +22,41 @@ import numpy as np
 from beam_shards.display import human_size
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_IEND = b"IEND\xaeB`\x82"
 _JPEG_SOI = b"\xff\xd8\xff"
-_JPEG_EOI = b"\xff\xd9"
-# Some cameras append data after the end-of-image marker; look for it near the end.
-_JPEG_TAIL = 4096
+_JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
+# Markers without a length: TEM and RST0..RST7.
+_JPEG_NO_LENGTH = frozenset([0x01, *range(0xD0, 0xD8)])
+# A marker: 0xFF, any fill bytes 0xFF, then its code (0x00 after 0xFF is a stuffed byte, not a code).
+_JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
+# The marker that ends a scan's entropy-coded data (FF 00 is a stuffed byte, FF D0..D7 a restart).
+_JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 _ALPHA_OR_PALETTE_MODES = {"RGBA", "RGBa", "LA", "La", "P", "PA"}
 
 
 def sniff_format(data: bytes) -> str:
     """Returns the image format of `data` ("JPEG", "PNG", ...), checking it is complete.
 
+    Bytes after a JPEG's end-of-image marker or a PNG's IEND chunk are allowed (some
+    cameras append data there).
+
     Raises:
-      ValueError: `data` is empty, truncated, or not an image Pillow can open.
+      ValueError: `data` is empty, truncated, damaged, not an image Pillow can open, or
+        of more pixels than `PIL.Image.MAX_IMAGE_PIXELS`.
     """
     if not data:
         raise ValueError("empty bytes are not an image")
+    container = _check_container(data)
+    with open_image(data) as image:
+        return container or image.format or "unknown"
+
+
+def _check_container(data: bytes) -> str | None:
+    """The format whose container `data` is, after checking it is complete; None for others."""
     if data.startswith(_JPEG_SOI):
-        if data.rfind(_JPEG_EOI, max(0, len(data) - _JPEG_TAIL)) < 0:
-            raise ValueError("truncated JPEG: no end-of-image marker")
+        _check_jpeg(data)
         return "JPEG"
     if data.startswith(_PNG_SIGNATURE):
-        if _PNG_IEND not in data[-64:]:
-            raise ValueError("truncated PNG: no IEND chunk at the end")
+        _check_png(data)
         return "PNG"
     if data[:6] in (b"GIF87a", b"GIF89a"):
         if not data.rstrip(b"\x00").endswith(b";"):
@@ -49,17 +66,88 @@ def sniff_format(data: bytes) -> str:
         if int.from_bytes(data[4:8], "little") + 8 > len(data):
             raise ValueError("truncated WebP: shorter than its RIFF header says")
         return "WEBP"
-    return _pillow_format(data)
+    return None
 
 
-def _pillow_format(data: bytes) -> str:
+def _check_jpeg(data: bytes) -> None:
+    """Walks a JPEG's marker segments from SOI to EOI, as a decoder does.
+
+    Segments are skipped by their lengths, so the end-of-image marker of an EXIF
+    thumbnail (a JPEG inside the APP1 segment) is not taken for the image's own; after
+    each scan header its entropy-coded data runs to the next marker. Where a segment
+    ends the next marker must start: bytes there mean a length is wrong.
+    """
+    position = 2
+    while True:
+        found = _JPEG_MARKER.match(data, position)
+        if found is None:
+            if position >= len(data) - 1:
+                raise ValueError(f"truncated JPEG: no end-of-image marker in its {len(data):,} bytes")
+            raise ValueError(f"damaged JPEG: no marker at byte {position:,}, where the segment before ends "
+                             f"(found {data[position:position + 2].hex(' ')})")
+        marker, position = found.group(1)[0], found.end()
+        if marker == _JPEG_EOI:
+            return
+        if marker in _JPEG_NO_LENGTH:
+            continue
+        end = position + int.from_bytes(data[position:position + 2], "big")
+        if position + 2 > len(data) or end > len(data):
+            raise ValueError(f"truncated JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
+                             f"runs past the end ({len(data):,} bytes)")
+        if end < position + 2:
+            raise ValueError(f"damaged JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
+                             f"has length {end - position}")
+        position = end
+        if marker == _JPEG_SOS:
+            scan_end = _JPEG_SCAN_END.search(data, position)
+            if scan_end is None:
+                raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
+                                 "with no end-of-image marker")
+            position = scan_end.start()
+
+
+def _check_png(data: bytes) -> None:
+    """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC."""
+    view = memoryview(data)
+    position = len(_PNG_SIGNATURE)
+    while True:
+        length = int.from_bytes(data[position:position + 4], "big")
+        end = position + 12 + length
+        if end > len(data):
+            raise ValueError(f"truncated PNG: the chunk at byte {position:,} runs past the end "
+                             f"({len(data):,} bytes) before IEND")
+        kind = bytes(view[position + 4:position + 8])
+        if zlib.crc32(view[position + 4:end - 4]) != int.from_bytes(view[end - 4:end], "big"):
+            raise ValueError(f"damaged PNG: chunk {kind!r} at byte {position:,} fails its CRC check")
+        if kind == b"IEND":
+            return
+        position = end
+
+
+def open_image(data: bytes) -> Any:
+    """Pillow's image over encoded `data`, with only its header read.
+
+    Raises:
+      ValueError: not an image Pillow can open, or of more pixels than
+        `PIL.Image.MAX_IMAGE_PIXELS` (the limit Pillow sets against decompression bombs).
+    """
     from PIL import Image as PILImage, UnidentifiedImageError
 
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
-            return image.format or "unknown"
-    except (UnidentifiedImageError, OSError, SyntaxError):
+        image = PILImage.open(io.BytesIO(data))
+    except UnidentifiedImageError:
         raise ValueError("not an image in a format Pillow knows") from None
+    except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning) as error:
+        raise ValueError(f"too many pixels, a possible decompression bomb: {error} "
+                         "(PIL.Image.MAX_IMAGE_PIXELS sets the limit)") from None
+    except Exception as error:  # noqa: BLE001 - Pillow raises many kinds on a damaged header
+        raise ValueError(f"not an image Pillow can read: {type(error).__name__}: {error}") from None
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is not None and image.width * image.height > limit:
+        image.close()
+        raise ValueError(f"too many pixels, a possible decompression bomb: {image.width}x{image.height} is over "
+                         f"the limit of {limit:,} pixels (PIL.Image.MAX_IMAGE_PIXELS sets it)")
+    return image
 
 
 def encode_pil(image: Any) -> bytes:
@@ -114,10 +202,12 @@ def decode(data: bytes, mode: str = "pil") -> Any:
     A numpy array is HxW for single-channel images and HxWxC otherwise; palette images
     are converted to RGB (RGBA when they have transparency) so the array holds colours,
     not palette indices.
-    """
-    from PIL import Image as PILImage
 
-    image = PILImage.open(io.BytesIO(data))
+    Raises:
+      ValueError: `data` is not an image Pillow can open, or has more pixels than
+        `PIL.Image.MAX_IMAGE_PIXELS` (see `open_image`); or `mode` is unknown.
+    """
+    image = open_image(data)
     if mode == "pil":
         return image
     if mode == "numpy":
@@ -129,11 +219,9 @@ def decode(data: bytes, mode: str = "pil") -> Any:
 
 
 def describe(data: bytes) -> str:
-    """Format, size and mode of encoded image bytes, read from the header only."""
-    from PIL import Image as PILImage, UnidentifiedImageError
-
+    """Format, size and mode of encoded image bytes, read from the header only (a bomb is not decoded)."""
     try:
-        with PILImage.open(io.BytesIO(data)) as image:
+        with open_image(data) as image:
             return f"{image.format} {image.width}x{image.height} {image.mode}, {human_size(len(data))}"
-    except (UnidentifiedImageError, OSError):
-        return f"unreadable image, {human_size(len(data))}"
+    except ValueError as error:
+        return f"unreadable image, {human_size(len(data))} ({error})"

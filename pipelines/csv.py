@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from beam_shards.display import short_repr
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value, Video
 from pipelines import common, tabular
 
@@ -79,9 +80,9 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
         return None
     if isinstance(feature, (Image, Video)):
         return cell
-    if isinstance(feature, ClassLabel):
-        return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
     try:
+        if isinstance(feature, ClassLabel):
+            return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
         if isinstance(feature, (SequenceFeature, Array)):
             value = json.loads(cell)
             if not isinstance(value, list):
@@ -90,9 +91,15 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
         if isinstance(feature, Value):
             return _scalar(cell, feature.dtype)
     except ValueError:
-        expected = "a JSON list" if isinstance(feature, (SequenceFeature, Array)) else feature.dtype
-        raise ValueError(f"column {column!r} ({feature!r}): cannot read {cell!r} as {expected}") from None
+        raise ValueError(f"column {column!r} ({feature!r}): cannot read {short_repr(cell)} as "
+                         f"{_expected(feature)}") from None
     raise ValueError(f"column {column!r}: CSV cells cannot hold {feature!r}; use the jsonl pipeline")
+
+
+def _expected(feature: Feature) -> str:
+    if isinstance(feature, (SequenceFeature, Array)):
+        return "a JSON list"
+    return "a class id" if isinstance(feature, ClassLabel) else feature.dtype
 
 
 def _scalar(cell: str, dtype: str) -> Any:

@@ -7,8 +7,10 @@
 Each image becomes an example with `image` (the file's bytes, format kept), `label`
 (a ClassLabel of the sorted class-folder names) and `path` (relative to ROOT, with
 `/`). Files directly in ROOT, hidden files and files without an image extension are
-left out. Files are listed with Beam's `fileio.MatchFiles` and read through
-`FileSystems`, so a gs:// or s3:// ROOT works on Dataflow unchanged.
+left out, and so is the output folder when it lies inside ROOT (so a second run does
+not take the cache for a class); an output that is ROOT or holds it is refused.
+Files are listed with Beam's `fileio.MatchFiles` and read through `FileSystems`, so
+a gs:// or s3:// ROOT works on Dataflow unchanged.
 """
 
 from __future__ import annotations
@@ -28,22 +30,48 @@ from pipelines import common
 DEFAULT_EXTENSIONS = ".jpg,.jpeg,.png,.gif,.webp,.bmp,.tif,.tiff"
 
 
-def relative_image_path(path: str, prefix: str, extensions: frozenset[str]) -> str | None:
+def relative_image_path(path: str, prefix: str, extensions: frozenset[str], excluded: str | None = None) -> str | None:
     """`path` relative to the root (which `prefix` ends with a separator), or None when the
-    file is not an image inside a class folder."""
+    file is not an image inside a class folder, or lies in the folder `excluded` (relative
+    to the root, with `/`)."""
     if not path.startswith(prefix):
         return None
     relative = path[len(prefix):].replace("\\", "/")
     parts = relative.split("/")
     if len(parts) < 2 or any(part.startswith(".") for part in parts):
         return None
+    if excluded is not None and relative.startswith(excluded + "/"):
+        return None
     if os.path.splitext(parts[-1])[1].lower() not in extensions:
         return None
     return relative
 
 
-def class_names(root: str) -> list[str]:
-    """The sorted names of the class folders under `root` (hidden ones left out).
+def output_inside(root: str, output: str) -> str | None:
+    """Where the folder `output` lies inside the folder `root`: its path relative to `root`
+    with `/`, or None when it lies outside.
+
+    Raises:
+      ValueError: `output` is `root` or a folder holding it.
+    """
+    root_path, output_path = _comparable(root), _comparable(output)
+    if (root_path + "/").startswith(output_path + "/"):
+        raise ValueError(f"--output {output} is the input folder {root} or holds it; write the cache elsewhere")
+    if output_path.startswith(root_path + "/"):
+        return output_path[len(root_path) + 1:]
+    return None
+
+
+def _comparable(path: str) -> str:
+    """A local path made absolute with symbolic links resolved, with `/`; a URI without a final `/`."""
+    if fs.is_local(path):
+        return os.path.realpath(fs.local_path(path)).replace(os.sep, "/").rstrip("/")
+    return path.rstrip("/")
+
+
+def class_names(root: str, excluded: str | None = None) -> list[str]:
+    """The sorted names of the class folders under `root` (hidden ones, and the folder
+    `excluded` when it is one, left out).
 
     Raises:
       FileNotFoundError: `root` does not exist or holds no class folder.
@@ -58,6 +86,7 @@ def class_names(root: str) -> list[str]:
         files = fs.list_files([prefix + "*/**"])
         names = {path[len(prefix):].split("/", 1)[0] for path in files}
         names = [name for name in names if not name.startswith(".")]
+    names = [name for name in names if name != excluded]
     if not names:
         raise FileNotFoundError(f"input folder {root} has no class sub-folders (expected ROOT/CLASS/IMAGE files)")
     return sorted(names)
@@ -67,8 +96,8 @@ def features_for(names: list[str]) -> Features:
     return Features({"image": Image(nullable=False), "label": ClassLabel(names=names), "path": Value("string")})
 
 
-def _to_example(path: str, prefix: str, extensions: frozenset[str]):
-    relative = relative_image_path(path, prefix, extensions)
+def _to_example(path: str, prefix: str, extensions: frozenset[str], excluded: str | None):
+    relative = relative_image_path(path, prefix, extensions, excluded)
     if relative is not None:
         yield path, {"image": path, "label": relative.split("/", 1)[0], "path": relative}
 
@@ -89,8 +118,9 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     args, options = common.parse_args(parser, argv)
     root = common.input_uri(args.input)
     try:
-        names = class_names(root)
-    except FileNotFoundError as error:
+        excluded = output_inside(root, args.output)
+        names = class_names(root, excluded)
+    except (FileNotFoundError, ValueError) as error:
         parser.error(str(error))
     prefix = fs.join(root, "")
     extensions = frozenset("." + e.strip().lower().lstrip(".") for e in args.extensions.split(",") if e.strip())
@@ -101,7 +131,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                 | "ListFiles" >> fileio.MatchFiles(prefix + "**")
                 | "Paths" >> beam.Map(lambda metadata: metadata.path)
                 | "Spread" >> beam.Reshuffle()
-                | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions))
+                | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions, excluded))
 
     return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input})
 

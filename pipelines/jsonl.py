@@ -30,6 +30,10 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as error:
             yield line_number, common.Malformed(f"is not valid JSON ({error.msg} at column {error.colno})")
             continue
+        except (ValueError, RecursionError) as error:
+            # An int of more digits than Python converts, or arrays nested past the recursion limit.
+            yield line_number, common.Malformed(f"cannot be read as JSON: {error}")
+            continue
         if not isinstance(row, dict):
             yield line_number, common.Malformed(f"is a JSON {type(row).__name__}, not an object")
             continue

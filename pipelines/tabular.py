@@ -28,6 +28,8 @@ from pipelines import common
 # into an example for given features (raising ValueError).
 ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
 ToExample = Callable[[Any, Features], dict[str, Any]]
+# num_classes = the largest id + 1 must fit the int64 that ClassLabel ids are stored in.
+_MAX_CLASS_ID = 2**63 - 1
 
 
 class TabularFormat:
@@ -154,6 +156,9 @@ def _class_label(column: str, values: Iterable[Any], nullable: bool) -> ClassLab
     if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
         if min(present) < 0:
             raise FeatureError(f"label column {column!r} holds a negative class id {min(present)}")
+        if max(present) >= _MAX_CLASS_ID:
+            raise FeatureError(f"label column {column!r} holds class id {max(present)}; ids must be below "
+                               f"{_MAX_CLASS_ID} (they are stored as int64)")
         return ClassLabel(num_classes=max(present) + 1, nullable=nullable)
     if not present or not all(isinstance(value, str) for value in present):
         raise FeatureError(f"label column {column!r} must hold class names (strings) or class ids (ints)")
@@ -199,12 +204,20 @@ class _ReadManifestFn(beam.DoFn):
 
 
 def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
-    """The rows of the manifest files that parse, with values as inference sees them."""
+    """The rows of the manifest files that parse, with values as inference sees them.
+
+    A row with a value inference cannot read is left out: the pipeline names it.
+    """
     for path in files:
         with fs.open_read(path) as handle:
             for _, raw in tabular.read_rows(handle):
-                if not isinstance(raw, common.Malformed):
-                    yield {name: tabular.infer_value(value) for name, value in raw.items()}
+                if isinstance(raw, common.Malformed):
+                    continue
+                try:
+                    row = {name: tabular.infer_value(value) for name, value in raw.items()}
+                except ValueError:
+                    continue
+                yield row
 
 
 def build_parser(tabular: TabularFormat, description: str, example_file: str) -> argparse.ArgumentParser:

@@ -107,9 +107,8 @@ def test_class_counts_on_a_compressed_cache(tmp_path):
     path = str(tmp_path / "zstd")
     write_shards((make_example(i) for i in range(ROWS)), path, FEATURES, compression="zstd", batch_size=7)
     counts = cli.class_counts(read_metadata(path))
-    expected = np.bincount([make_example(i)["label"] for i in range(ROWS)], minlength=len(NAMES))
-    np.testing.assert_array_equal(counts["label"], list(expected) + [0])
-    assert counts["tags"].sum() == sum(len(make_example(i)["tags"]) for i in range(ROWS))
+    assert counts["label"] == collections.Counter(make_example(i)["label"] for i in range(ROWS))
+    assert counts["tags"].total() == sum(len(make_example(i)["tags"]) for i in range(ROWS))
 
 
 @pytest.mark.parametrize("command", [["info"], ["verify"], ["head"], ["show", "--out", "x.png"], ["gc"]])

@@ -1,0 +1,730 @@
+"""Hostile input and damaged caches: every bad file, row, index or manifest gets a clear error.
+
+Each corpus is a table, one case a line: a name, the input, the error class expected
+and words its message must hold. Add a case by adding a line; MANIFEST_CASES and
+SHARD_CASES hold crafted caches. Every test runs under a timeout, so a hang fails
+instead of stalling the suite.
+
+Hypothesis also mutates valid images (cuts, byte flips, inserted and deleted bytes):
+each must be refused with a ValueError or accepted, and what is accepted opens with
+Pillow. Damage inside compressed pixel data (a JPEG scan, GIF or WebP data) is seen
+only by decoding, which the checks do not do; the tally printed at the end counts how
+often such bytes were accepted. Set BEAM_SHARDS_HYPOTHESIS_SCALE=10 for a longer search.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import os
+import re
+import struct
+import tracemalloc
+import zlib
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image as PILImage
+
+from beam_shards import (ArrowBackend, ClassLabel, CorruptCacheError, EncodeError, Features, Image, Sequence,
+                         ShardedDataset, Value, cli, encode_example, images, read_metadata, write_shards)
+from beam_shards.bad_inputs import read_bad_inputs
+from beam_shards.layout import STAGING_DIR
+from pipelines import common, image_folder, jsonl
+from pipelines import csv as csv_pipeline
+
+from _reliability import edit_manifest, print_uncaptured
+from _support import jpeg, png
+
+pytestmark = pytest.mark.timeout(30)  # tests that need longer say so
+
+IMAGE_FEATURES = Features({"image": Image()})
+SCALE = int(os.environ.get("BEAM_SHARDS_HYPOTHESIS_SCALE", "1"))
+
+
+def cases(table: list[tuple]) -> list:
+    """pytest parameters from a corpus table whose first column names each case."""
+    return [pytest.param(*rest, id=name) for name, *rest in table]
+
+
+def assert_clear(error: BaseException, expected: type, words: list[str]) -> None:
+    """`error` is an `expected` whose message holds every word, on one line."""
+    message = str(error)
+    assert isinstance(error, expected), f"{type(error).__name__}: {message}"
+    assert "\n" not in message.strip(), message
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+
+
+# ---- crafted images ------------------------------------------------------------------------
+
+def saved(image: PILImage.Image, fmt: str, **params) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **params)
+    return buffer.getvalue()
+
+
+def noise(seed: int, size: int = 48) -> PILImage.Image:
+    return PILImage.fromarray(np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8))
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def forged_png(width: int, height: int) -> bytes:
+    """A complete PNG container whose header claims `width` x `height` pixels (a decompression bomb)."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + png_chunk(b"IDAT", zlib.compress(b"\0" * 64))
+            + png_chunk(b"IEND", b""))
+
+
+def patched(data: bytes, at: int, new: bytes) -> bytes:
+    return data[:at] + new + data[at + len(new):]
+
+
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A small baseline JPEG whose frame header claims `width` x `height` pixels."""
+    data = jpeg(1)
+    return patched(data, data.index(b"\xff\xc0") + 5, struct.pack(">HH", height, width))
+
+
+def gif_claiming(width: int, height: int) -> bytes:
+    return patched(saved(noise(1, 8), "GIF"), 6, struct.pack("<HH", width, height))
+
+
+def bmp_claiming(width: int, height: int) -> bytes:
+    return patched(saved(noise(1, 8), "BMP"), 18, struct.pack("<ii", width, height))
+
+
+def webp_claiming(width: int, height: int) -> bytes:
+    """A lossless WebP whose VP8L header claims `width` x `height` (14 bits each, so 16384 at most)."""
+    data = saved(noise(1, 8), "WEBP", lossless=True)
+    bits = int.from_bytes(data[21:25], "little") & ~((1 << 28) - 1) | (width - 1) | (height - 1) << 14
+    return patched(data, 21, bits.to_bytes(4, "little"))
+
+
+def exif_with_thumbnail(thumbnail: bytes) -> bytes:
+    """An EXIF block (little-endian TIFF) whose IFD1 holds a JPEG thumbnail, as cameras write it."""
+    ifd1, entries = 14, 2
+    start = ifd1 + 2 + 12 * entries + 4
+    tiff = (b"II*\x00" + struct.pack("<I", 8) + struct.pack("<HI", 0, ifd1) + struct.pack("<H", entries)
+            + struct.pack("<HHII", 0x0201, 4, 1, start) + struct.pack("<HHII", 0x0202, 4, 1, len(thumbnail))
+            + struct.pack("<I", 0) + thumbnail)
+    return b"Exif\x00\x00" + tiff
+
+
+def camera_jpeg() -> bytes:
+    """A JPEG whose APP1 segment holds an EXIF thumbnail: a whole JPEG, end-of-image marker included."""
+    return saved(noise(2), "JPEG", quality=90, exif=exif_with_thumbnail(saved(noise(3, 8), "JPEG")))
+
+
+CAMERA_JPEG = camera_jpeg()
+THUMBNAIL_END = CAMERA_JPEG.index(b"\xff\xd9") + 2
+VALID_IMAGES = {
+    "jpeg": jpeg(1),
+    "camera jpeg": CAMERA_JPEG,
+    "progressive jpeg": saved(noise(4), "JPEG", progressive=True),
+    "jpeg with restart markers": saved(noise(5), "JPEG", restart_marker_blocks=1),
+    "png": png(1),
+    "png rgba": png(2, mode="RGBA"),
+    "gif": saved(noise(6, 8), "GIF"),
+    "webp": saved(noise(7, 8), "WEBP"),
+}
+
+BOMBS = [
+    ("png header of 100000x100000", forged_png(100_000, 100_000), ValueError,
+     ["decompression bomb", "10000000000 pixels", "MAX_IMAGE_PIXELS"]),
+    ("png just over the limit, where Pillow only warns", forged_png(10_000, 10_000), ValueError,
+     ["decompression bomb", "10000x10000", "MAX_IMAGE_PIXELS"]),
+    ("jpeg header of 60000x60000", jpeg_claiming(60_000, 60_000), ValueError, ["decompression bomb", "3600000000"]),
+    ("gif screen of 65535x65535", gif_claiming(65_535, 65_535), ValueError, ["decompression bomb"]),
+    ("bmp header of 60000x60000", bmp_claiming(60_000, 60_000), ValueError, ["decompression bomb"]),
+    ("webp header of 16384x16384", webp_claiming(16_384, 16_384), ValueError, ["decompression bomb", "268435456"]),
+]
+IMAGE_CASES = BOMBS + [
+    ("empty", b"", ValueError, ["empty bytes"]),
+    ("text", b"definitely not an image", ValueError, ["not an image"]),
+    ("jpeg cut just after its exif thumbnail", CAMERA_JPEG[:THUMBNAIL_END], ValueError, ["truncated JPEG"]),
+    ("jpeg cut in its scan after the exif thumbnail", CAMERA_JPEG[:-200], ValueError,
+     ["truncated JPEG", "no end-of-image marker"]),
+    ("jpeg with a segment of length 0", patched(jpeg(1), 4, b"\x00\x00"), ValueError, ["damaged JPEG", "length 0"]),
+    ("jpeg with bytes between two segments", jpeg(1)[:20] + b"\x00\x00" + jpeg(1)[20:], ValueError,
+     ["damaged JPEG", "no marker at byte 20"]),
+    ("jpeg whose app0 runs past the end", patched(jpeg(1), 4, b"\xff\xf0"), ValueError, ["truncated JPEG", "FFE0"]),
+    ("png with a flipped pixel byte", patched(png(1), 60, bytes([png(1)[60] ^ 0x10])), ValueError,
+     ["damaged PNG", "IDAT", "CRC"]),
+    ("png missing bytes in the middle, IEND intact", png(1)[:100] + png(1)[200:], ValueError, ["PNG"]),
+    ("png cut before IEND", png(1)[:-20], ValueError, ["truncated PNG"]),
+    ("gif without its trailer", VALID_IMAGES["gif"][:-1], ValueError, ["truncated GIF"]),
+    ("webp shorter than its header", VALID_IMAGES["webp"][:-10], ValueError, ["truncated WebP"]),
+    ("tiff header only", b"II*\x00\x08\x00\x00\x00\x01\x00", ValueError, ["Pillow"]),
+]
+# Decoding reads the header only: what it refuses is what Pillow cannot open, and bombs.
+DECODE_CASES = BOMBS + [
+    ("empty", b"", ValueError, ["not an image"]),
+    ("text", b"definitely not an image", ValueError, ["not an image"]),
+]
+
+
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_sniff(data, expected, words):
+    with pytest.raises(Exception) as raised:
+        images.sniff_format(data)
+    assert_clear(raised.value, expected, words)
+
+
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_encode_example(data, expected, words):
+    with pytest.raises(Exception) as raised:
+        encode_example({"image": data}, IMAGE_FEATURES, key="photo.jpg")
+    assert_clear(raised.value, EncodeError, words + ["photo.jpg", "image"])
+    assert isinstance(raised.value, expected)
+
+
+@pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
+def test_image_corpus_encode_batch(data, expected, words):
+    batch = pa.table({"image": pa.array([png(1), data], type=pa.large_binary())})
+    with pytest.raises(Exception) as raised:
+        IMAGE_FEATURES.encode_batch(batch, "batch.parquet")
+    assert_clear(raised.value, EncodeError, words + ["row 1", "batch.parquet"])
+    assert isinstance(raised.value, expected)
+
+
+@pytest.mark.parametrize("data, expected, words", cases(DECODE_CASES))
+@pytest.mark.parametrize("mode", ["pil", "numpy"])
+def test_image_corpus_decode(data, expected, words, mode):
+    with pytest.raises(Exception) as raised:
+        images.decode(data, mode)
+    assert_clear(raised.value, expected, words)
+
+
+@pytest.fixture
+def bomb_cache(tmp_path, monkeypatch) -> str:
+    """A cache holding a decompression bomb, written while Pillow's pixel limit was lifted."""
+    path = str(tmp_path / "bomb")
+    with monkeypatch.context() as unlimited:
+        unlimited.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
+        write_shards([{"image": forged_png(100_000, 100_000)}], path, IMAGE_FEATURES)
+    return path
+
+
+def test_a_bomb_in_a_cache_is_a_clear_error_on_read(bomb_cache):
+    for image_mode in ("pil", "numpy"):
+        with pytest.raises(ValueError, match="decompression bomb"):
+            ShardedDataset(bomb_cache, image_mode=image_mode)[0]
+    assert ShardedDataset(bomb_cache, image_mode="bytes")[0]["image"] == forged_png(100_000, 100_000)
+
+
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")
+def test_a_bomb_pillow_only_warns_about_is_refused_also_when_warnings_are_errors():
+    with pytest.raises(ValueError, match="decompression bomb"):
+        images.sniff_format(forged_png(10_000, 10_000))
+
+
+def test_the_pixel_limit_is_pillows_own_setting(monkeypatch):
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 16 * 16 - 1)
+    with pytest.raises(ValueError, match="16x16 is over the limit of 255 pixels"):
+        images.sniff_format(png(1))
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
+    assert images.sniff_format(forged_png(10_000, 10_000)) == "PNG"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["camera jpeg", "progressive jpeg", "jpeg with restart markers", "png"])
+def test_an_image_cut_anywhere_before_its_end_is_refused(name):
+    data = VALID_IMAGES[name]
+    accepted = []
+    for cut in range(len(data)):
+        try:
+            images.sniff_format(data[:cut])
+            accepted.append(cut)
+        except ValueError:
+            pass
+    assert not accepted, f"{name} of {len(data)} bytes accepted when cut at {accepted[:10]}"
+
+
+@pytest.mark.parametrize("name", sorted(VALID_IMAGES))
+def test_valid_images_are_accepted_also_with_bytes_appended(name):
+    data = VALID_IMAGES[name]
+    fmt = images.sniff_format(data)
+    assert fmt == PILImage.open(io.BytesIO(data)).format
+    if fmt in ("JPEG", "PNG"):
+        assert images.sniff_format(data + b"\x00camera trailer" * 500) == fmt
+
+
+def test_the_camera_jpeg_holds_a_thumbnail_whose_end_marker_comes_before_the_scan():
+    thumbnail = CAMERA_JPEG[CAMERA_JPEG.index(b"\xff\xd8", 2):THUMBNAIL_END]
+    assert PILImage.open(io.BytesIO(thumbnail)).size == (8, 8)
+    assert b"\xff\xda" in CAMERA_JPEG[THUMBNAIL_END:], "the image's own scan follows the thumbnail"
+    assert len(CAMERA_JPEG) - THUMBNAIL_END < 4096, "within the window the old end-marker check searched"
+
+
+# ---- indices -------------------------------------------------------------------------------
+
+INDEX_ROWS = 10
+# One index: ArrowBackend.get_row, ShardedDataset[index] and a view's.
+INDEX_CASES = [
+    ("True", True, TypeError, ["bool", "True"]),
+    ("numpy True", np.True_, TypeError, ["bool"]),
+    ("float", 2.5, TypeError, ["2.5"]),
+    ("float of a whole number", 2.0, TypeError, ["2.0"]),
+    ("None", None, TypeError, ["None"]),
+    ("string", "3", TypeError, ["'3'"]),
+    ("past the end", 10, IndexError, ["index 10", "10 rows"]),
+    ("before the start", -11, IndexError, ["index -11"]),
+    ("huge", 2**64 - 1, IndexError, ["18446744073709551615"]),
+    ("numpy uint64 past int64", np.uint64(2**64 - 1), IndexError, ["18446744073709551615"]),
+]
+# Many indices: ArrowBackend.take, ShardedDataset[indices] and ShardedDataset.__getitems__.
+INDICES_CASES = [
+    ("uint64 past int64", np.array([2**64 - 1], dtype=np.uint64), IndexError, ["18446744073709551615"]),
+    ("uint64 just past int64", np.array([3, 2**63], dtype=np.uint64), IndexError, ["9223372036854775808"]),
+    ("bool array", np.array([True, False]), TypeError, ["bools"]),
+    ("list of bools", [True, False, True], TypeError, ["bools"]),
+    ("ints with a bool", [1, True], TypeError, ["bools", "[1, True]"]),
+    ("2-D list", [[1, 2], [3, 4]], ValueError, ["one-dimensional", "(2, 2)"]),
+    ("2-D array", np.zeros((2, 3), dtype=np.int64), ValueError, ["(2, 3)"]),
+    ("ragged list", [[1, 2], [3]], ValueError, ["flat", "[[1, 2], [3]]"]),
+    ("float array", np.array([1.0, 2.0]), TypeError, ["float64"]),
+    ("list of floats", [1.5], TypeError, ["1.5"]),
+    ("object array", np.array([1, "a"], dtype=object), TypeError, ["object"]),
+    ("list with None", [1, None], TypeError, ["None"]),
+    ("past the end", [0, 10], IndexError, ["index 10", "10 rows"]),
+    ("before the start", np.array([-11]), IndexError, ["index -11"]),
+]
+# ArrowBackend.slice(start, length).
+SLICE_CASES = [
+    ("float length", (3, 2.5), TypeError, ["slice length", "2.5"]),
+    ("float start", (2.5, 3), TypeError, ["slice start", "2.5"]),
+    ("bool start", (True, 2), TypeError, ["slice start", "bool"]),
+    ("None length", (0, None), TypeError, ["slice length", "None"]),
+    ("negative length", (3, -1), ValueError, ["-1"]),
+    ("start past the end", (11, 1), IndexError, ["11", "10 rows"]),
+    ("negative start", (-1, 2), IndexError, ["-1"]),
+]
+
+
+@pytest.fixture(scope="module")
+def index_cache(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("indices") / "cache")
+    write_shards(({"id": i} for i in range(INDEX_ROWS)), path, Features({"id": Value("int64")}), max_rows_per_shard=4)
+    return path
+
+
+def assert_every_reader_refuses(readers: dict, argument, expected: type, words: list[str]) -> None:
+    for name, read in readers.items():
+        with pytest.raises(Exception) as raised:
+            read(argument)
+        try:
+            assert_clear(raised.value, expected, words)
+        except AssertionError as failure:
+            raise AssertionError(f"{name}: {failure}") from None
+
+
+@pytest.mark.parametrize("index, expected, words", cases(INDEX_CASES))
+def test_index_corpus(index_cache, index, expected, words):
+    dataset = ShardedDataset(index_cache)
+    readers = {"ArrowBackend.get_row": dataset.backend.get_row, "ShardedDataset[]": dataset.__getitem__,
+               "a view's []": dataset[:].__getitem__}
+    assert_every_reader_refuses(readers, index, expected, words)
+
+
+@pytest.mark.parametrize("indices, expected, words", cases(INDICES_CASES))
+def test_indices_corpus(index_cache, indices, expected, words):
+    dataset = ShardedDataset(index_cache)
+    readers = {"ArrowBackend.take": dataset.backend.take, "ShardedDataset[]": dataset.__getitem__,
+               "ShardedDataset.__getitems__": dataset.__getitems__, "a view's []": dataset[:].__getitem__}
+    assert_every_reader_refuses(readers, indices, expected, words)
+
+
+@pytest.mark.parametrize("arguments, expected, words", cases(SLICE_CASES))
+def test_slice_corpus(index_cache, arguments, expected, words):
+    assert_every_reader_refuses({"ArrowBackend.slice": lambda args: ArrowBackend.open(index_cache).slice(*args)},
+                                arguments, expected, words)
+
+
+def test_numpy_ints_of_every_width_still_index(index_cache):
+    backend = ArrowBackend.open(index_cache)
+    for dtype in (np.int8, np.uint8, np.int32, np.uint64):
+        assert backend.take(np.array([7, 2], dtype=dtype)).column("id").to_pylist() == [7, 2]
+        assert backend.get_row(dtype(7)) == {"id": 7}
+    assert backend.slice(np.int64(2), np.uint64(3)).column("id").to_pylist() == [2, 3, 4]
+    assert backend.take([]).num_rows == 0 and ShardedDataset(index_cache)[np.array([], dtype=np.uint64)] == []
+
+
+# ---- pipelines -------------------------------------------------------------------------------
+
+GOOD_JSONL = json.dumps({"image": "a.jpg", "n": 1}) + "\n"
+GOOD_CSV = "image,n\na.jpg,1\n"
+INT64 = json.dumps(Features({"image": Image(), "n": Value("int64")}).to_dict())
+CLASSES = json.dumps(Features({"image": Image(), "n": ClassLabel(num_classes=3)}).to_dict())
+# (name, pipeline, files in the input folder, the --input file ("" for the folder), more flags, error words).
+# Each fails naming the input, and with --skip_bad is skipped and listed.
+PIPELINE_CASES = [
+    ("jsonl number of 5000 digits", jsonl, {"m.jsonl": GOOD_JSONL + '{"image": "a.jpg", "n": ' + "7" * 5000 + "}\n"},
+     "m.jsonl", [], ["m.jsonl, line 2", "4300 digits"]),
+    ("jsonl number of 5000 digits, features given", jsonl,
+     {"m.jsonl": GOOD_JSONL + '{"image": "a.jpg", "n": ' + "7" * 5000 + "}\n", "f.json": INT64},
+     "m.jsonl", ["--features", "f.json"], ["m.jsonl, line 2", "4300 digits"]),
+    ("jsonl nested past the recursion limit", jsonl,
+     {"m.jsonl": GOOD_JSONL + '{"image": "a.jpg", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n"},
+     "m.jsonl", [], ["m.jsonl, line 2", "recursion"]),
+    ("csv number of 5000 digits", csv_pipeline, {"m.csv": GOOD_CSV + "a.jpg," + "7" * 5000 + "\n"},
+     "m.csv", [], ["m.csv, line 3", "column 'n'", "as int64"]),
+    ("csv class id of 5000 digits", csv_pipeline, {"m.csv": GOOD_CSV + "a.jpg," + "7" * 5000 + "\n", "f.json": CLASSES},
+     "m.csv", ["--features", "f.json"], ["m.csv, line 3", "column 'n'", "as a class id"]),
+    ("image_folder decompression bomb", image_folder, {"cat/a.jpg": jpeg(1), "cat/bomb.png": forged_png(10**5, 10**5)},
+     "", [], ["bomb.png", "decompression bomb"]),
+    ("image_folder camera jpeg cut after its thumbnail", image_folder,
+     {"cat/a.jpg": jpeg(1), "dog/cut.jpg": CAMERA_JPEG[:-200]}, "", [], ["cut.jpg", "truncated JPEG"]),
+]
+
+
+def make_files(root, files: dict) -> None:
+    for relative, content in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (root / relative).write_bytes(content)
+        else:
+            (root / relative).write_text(content)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pipeline, files, input_file, flags, words", cases(PIPELINE_CASES))
+def test_pipeline_corpus(tmp_path, pipeline, files, input_file, flags, words):
+    root = tmp_path / "input"
+    make_files(root, {"a.jpg": jpeg(1), **files})
+    argv = ["--input", str(root / input_file), *[str(root / flag) if flag in files else flag for flag in flags]]
+    out = str(tmp_path / "out")
+    with pytest.raises(common.BadInputError) as raised:
+        pipeline.run(argv + ["--output", out])
+    assert_clear(raised.value, common.BadInputError, [str(root)] + words)
+
+    manifest = pipeline.run(argv + ["--output", out, "--skip_bad"])
+    assert manifest.num_rows == 1
+    [bad] = read_bad_inputs(out)
+    assert words[0] in bad["input"] + bad["error"]
+
+
+@pytest.mark.timeout(60)
+def test_a_class_id_past_int64_is_a_usage_error(tmp_path, capsys):
+    make_files(tmp_path, {"a.jpg": jpeg(1), "m.jsonl": GOOD_JSONL.replace('"n": 1', f'"n": {2**64}')})
+    with pytest.raises(SystemExit) as exit_info:
+        jsonl.run(["--input", str(tmp_path / "m.jsonl"), "--output", str(tmp_path / "out"), "--label_column", "n"])
+    assert exit_info.value.code == 2
+    assert f"label column 'n' holds class id {2**64}" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("output", ["cache", "cat/deeper/cache"])
+def test_image_folder_leaves_an_output_inside_its_input_out(tmp_path, output):
+    root = tmp_path / "images"
+    make_files(root, {"cat/a.jpg": jpeg(1), "dog/b.png": png(2), "emu/c.jpg": jpeg(3)})
+    out = str(root / output)
+    runs = [image_folder.run(["--input", str(root), "--output", out]) for _ in range(2)]
+    for manifest in runs:
+        assert manifest.features["label"].names == ["cat", "dog", "emu"]
+        assert sorted(row["path"] for row in ShardedDataset(out, image_mode="bytes")) == [
+            "cat/a.jpg", "dog/b.png", "emu/c.jpg"]
+    (root / output / "grid.png").write_bytes(png(4))
+    assert image_folder.run(["--input", str(root), "--output", out]).num_rows == 3
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("output", [".", "..", "./"])
+def test_image_folder_refuses_an_output_that_is_its_input_or_holds_it(tmp_path, output, capsys):
+    root = tmp_path / "images"
+    make_files(root, {"cat/a.jpg": jpeg(1)})
+    with pytest.raises(SystemExit) as exit_info:
+        image_folder.run(["--input", str(root), "--output", os.path.join(str(root), output)])
+    assert exit_info.value.code == 2
+    assert "is the input folder" in capsys.readouterr().err
+
+
+# ---- the command line on crafted caches ---------------------------------------------------------
+
+CLI_FEATURES = Features({"id": Value("int64"), "image": Image(), "label": ClassLabel(num_classes=10),
+                         "tags": Sequence(ClassLabel(names=["x", "y"]))})
+CLI_ROWS = 12
+
+
+def craft_manifest(path: str, edit) -> None:
+    """Edits the manifest of the cache at `path`, then recomputes its schema fingerprint so
+    that the edit is all that differs."""
+    def edit_and_fingerprint(data: dict) -> None:
+        edit(data)
+        data["schema_fingerprint"] = Features.from_dict(data["features"]).fingerprint()
+
+    edit_manifest(path, edit_and_fingerprint)
+
+
+def crafted(edit) -> Callable[[str], None]:
+    """What `craft_manifest` does to a cache with the manifest edit `edit`."""
+    return lambda path: craft_manifest(path, edit)
+
+
+def with_label(**label) -> Callable[[str], None]:
+    """Declares the `label` column as the ClassLabel that `label` gives."""
+    return crafted(lambda data: data["features"]["label"].update({"num_classes": None, "names": None, **label}))
+
+
+def rename_column(old: str, new: str) -> Callable[[str], None]:
+    return crafted(lambda data: data.update(features={new if k == old else k: v for k, v in data["features"].items()}))
+
+
+def cut_first_shard(path: str) -> None:
+    with open(read_metadata(path, check_files=False).shard_path(0), "r+b") as handle:
+        handle.truncate(100)
+
+
+def remove_first_shard(path: str) -> None:
+    os.remove(read_metadata(path, check_files=False).shard_path(0))
+
+
+@pytest.fixture
+def cli_cache(tmp_path) -> str:
+    """A small cache with label columns, written afresh for each test to craft."""
+    path = str(tmp_path / "cache")
+    rows = ({"id": i, "image": png(i, size=4), "label": i % 7, "tags": ["x", "y"][: i % 3]} for i in range(CLI_ROWS))
+    write_shards(rows, path, CLI_FEATURES, max_rows_per_shard=5)
+    return path
+
+
+def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# (name, what is done to the cache first, command with {path} for the cache, words it prints): commands
+# that succeed, within a bounded memory.
+CLI_OUTPUT_CASES = [
+    ("a trillion classes", with_label(num_classes=10**12), ["info", "{path}"],
+     ["label: count per class", "999,999,999,993 of 1,000,000,000,000 classes have no values"]),
+    ("ids past the declared classes", with_label(num_classes=3), ["info", "{path}"],
+     ["3 (out of range)", "6 (out of range)"]),
+]
+# (name, what is done to the cache first, command with {path} for the cache, exit status, words of its
+# one-line error).
+CLI_ERROR_CASES = [
+    ("not a cache", None, ["info", "{path}-missing"], 2, ["no beam_shards cache"]),
+    ("a label column the shards do not have", rename_column("label", "class"), ["info", "{path}"], 1,
+     ["shard 0", "has schema"]),
+    ("a shard missing", remove_first_shard, ["head", "{path}"], 1, ["is missing"]),
+    ("a shard cut", cut_first_shard, ["info", "{path}"], 1, ["100 bytes", "truncated"]),
+    ("an unknown column", None, ["head", "{path}", "--columns", "nope"], 2, ["nope"]),
+    ("show of a column that is not an image", None, ["show", "{path}", "--out", "{path}/x.png", "--image", "label"],
+     2, ["no Image column 'label'"]),
+    ("show into a folder that does not exist", None, ["show", "{path}", "--out", "{path}/no/such/x.png"], 2,
+     ["cannot write"]),
+]
+
+
+def _command(argv: list[str], path: str) -> list[str]:
+    return [part.format(path=path) for part in argv]
+
+
+@pytest.mark.parametrize("craft, argv, words", cases(CLI_OUTPUT_CASES))
+def test_cli_output_corpus(cli_cache, capsys, craft, argv, words):
+    craft(cli_cache)
+    tracemalloc.start()
+    try:
+        code, out, err = run_cli(capsys, _command(argv, cli_cache))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (code, err) == (0, ""), err
+    for word in words:
+        assert word in out, out
+    assert peak < 50 * 2**20, f"{argv[0]} held {peak:,} bytes at its peak"
+
+
+@pytest.mark.parametrize("craft, argv, code, words", cases(CLI_ERROR_CASES))
+def test_cli_error_corpus(cli_cache, capsys, craft, argv, code, words):
+    if craft is not None:
+        craft(cli_cache)
+    got, out, err = run_cli(capsys, _command(argv, cli_cache))
+    assert got == code and not out, (got, out)
+    assert err.startswith("beam-shards: ") and err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+
+
+def test_class_counts_count_only_the_ids_that_occur(cli_cache):
+    with_label(num_classes=10**12)(cli_cache)
+    counts = cli.class_counts(read_metadata(cli_cache))
+    assert counts["label"] == collections.Counter(i % 7 for i in range(CLI_ROWS))
+    assert counts["tags"] == collections.Counter(t for i in range(CLI_ROWS) for t in [0, 1][: i % 3])
+
+
+
+def test_head_and_show_describe_a_bomb_without_decoding_it(bomb_cache, tmp_path, capsys):
+    code, out, _ = run_cli(capsys, ["head", bomb_cache])
+    assert code == 0 and "unreadable image" in out and "decompression bomb" in out
+    code, out, _ = run_cli(capsys, ["show", bomb_cache, "--out", str(tmp_path / "sheet.png")])
+    assert code == 0 and "wrote" in out
+
+
+# Strings a cache can hold that a terminal would act on: clear the screen, set the window
+# title, a C1 control sequence introducer, a right-to-left override and a line break.
+EVIL = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e\n"
+EVIL_SHOWN = r"\x1b[2J\x1b]0;owned\x07\x9b31m\u202e\n"
+
+
+def evil_manifest(data: dict) -> None:
+    data.update(write_id=f"w{EVIL}", created=EVIL)
+    data["writer"].update(package=f"beam_shards{EVIL}", pyarrow=EVIL)
+
+
+def evil_shard_name(path: str) -> None:
+    edit_manifest(path, lambda data: data["shards"][0].update(file=data["shards"][0]["file"] + EVIL))
+
+
+@pytest.fixture
+def evil_cache(tmp_path) -> str:
+    """A cache whose column and class names, metadata, writer and write id hold EVIL, with a
+    file of such a name in its staging folder (not in beam_shards' layout, so gc leaves it)."""
+    path = str(tmp_path / "cache")
+    features = Features({f"label{EVIL}": ClassLabel(names=[f"cat{EVIL}", "dog"]), f"image{EVIL}": Image(),
+                         f"text{EVIL}": Value("string")})
+    rows = ({f"label{EVIL}": i % 2, f"image{EVIL}": png(i, size=4), f"text{EVIL}": f"t{EVIL}"} for i in range(4))
+    write_shards(rows, path, features, metadata={f"key{EVIL}": f"value{EVIL}"})
+    edit_manifest(path, evil_manifest)
+    staging = os.path.join(path, STAGING_DIR, f"write{EVIL}")
+    os.makedirs(staging)
+    with open(os.path.join(staging, f"junk{EVIL}"), "wb") as handle:
+        handle.write(b"x")
+    return path
+
+
+# (name, what is done to the cache first, command with {path} for the cache, exit status, words printed).
+EVIL_CASES = [
+    ("info", None, ["info", "{path}"], 0, [f"label{EVIL_SHOWN}", f"cat{EVIL_SHOWN}",
+                                           r'"value\u001b[2J\u001b]0;owned\u0007\x9b31m\u202e\n"',
+                                           f"write id     w{EVIL_SHOWN}", f"beam_shards{EVIL_SHOWN}"]),
+    ("head", None, ["head", "{path}"], 0, [f"label{EVIL_SHOWN}", f"text{EVIL_SHOWN}"]),
+    ("verify", None, ["verify", "{path}"], 0, ["OK: 1 shard(s)"]),
+    ("verify, a shard cut", cut_first_shard, ["verify", "{path}"], 1, ["truncated", "FAILED"]),
+    ("info, a shard missing", remove_first_shard, ["info", "{path}"], 1, ["is missing"]),
+    ("info, a shard name holding escapes", evil_shard_name, ["info", "{path}"], 1,
+     [r".arrow\x1b", "invalid file name"]),
+    ("gc listing", None, ["gc", "--dry-run", "--min_age", "0", "{path}"], 0, ["nothing to remove"]),
+]
+
+
+@pytest.mark.parametrize("craft, argv, code, words", cases(EVIL_CASES))
+def test_cli_escapes_what_the_cache_holds(evil_cache, capsys, craft, argv, code, words):
+    if craft is not None:
+        craft(evil_cache)
+    got, out, err = run_cli(capsys, _command(argv, evil_cache))
+    assert got == code, (out, err)
+    for text in (out, err):
+        assert all(c.isprintable() for line in text.splitlines() for c in line), repr(text)
+    for word in words:
+        assert word in out + err, out + err
+    assert err.count("\n") <= 1, err
+
+
+def test_show_escapes_the_captions(evil_cache, tmp_path, capsys, monkeypatch):
+    captions = []
+    draw = cli.contact_sheet
+    monkeypatch.setattr(cli, "contact_sheet", lambda images, shown, *args: captions.extend(shown) or draw(
+        images, shown, *args))
+    assert run_cli(capsys, ["show", evil_cache, "--out", str(tmp_path / "sheet.png")])[0] == 0
+    assert sorted(captions) == [f"0 cat{EVIL_SHOWN}", "1 dog", f"2 cat{EVIL_SHOWN}", "3 dog"]
+
+
+# ---- crafted manifests and shards ------------------------------------------------------------------
+
+def read_every_row(path: str) -> None:
+    backend = ArrowBackend.open(path)
+    backend.slice(0, backend.num_rows)
+    list(ShardedDataset(path))
+
+
+# (name, what is done to a sound cache, error class, words its message must hold): opening the cache
+# and reading every row with ArrowBackend and ShardedDataset must raise it. More cases to come.
+MANIFEST_CASES = [
+    ("a label column the shards do not have", rename_column("label", "class"), CorruptCacheError,
+     ["shard 0", "has schema"]),
+]
+SHARD_CASES = [
+    ("a shard cut", cut_first_shard, CorruptCacheError, ["100 bytes", "truncated"]),
+]
+
+
+@pytest.mark.parametrize("craft, expected, words", cases(MANIFEST_CASES + SHARD_CASES))
+def test_crafted_cache_corpus(cli_cache, craft, expected, words):
+    craft(cli_cache)
+    with pytest.raises(Exception) as raised:
+        read_every_row(cli_cache)
+    assert_clear(raised.value, expected, words)
+
+
+# ---- fuzzing image bytes ---------------------------------------------------------------------
+
+@st.composite
+def mutated_images(draw) -> tuple[str, bytes]:
+    """A valid image with one to three cuts, byte flips, inserted or deleted runs of bytes."""
+    name = draw(st.sampled_from(sorted(VALID_IMAGES)))
+    data = bytearray(VALID_IMAGES[name])
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["cut", "flip", "insert", "delete"]))
+        at = draw(st.integers(0, max(len(data) - 1, 0)))
+        if kind == "cut":
+            del data[at:]
+        elif kind == "flip" and data:
+            data[at] ^= draw(st.integers(1, 255))
+        elif kind == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=16))
+        elif kind == "delete":
+            del data[at:at + draw(st.integers(1, 64))]
+    return name, bytes(data)
+
+
+@pytest.fixture(scope="module")
+def fuzz_tally(request) -> collections.Counter:
+    """Outcomes of the fuzzed images, printed when the module finishes."""
+    outcomes: collections.Counter = collections.Counter()
+    yield outcomes
+    if outcomes:
+        print_uncaptured(request, [
+            f"FUZZ images: {outcomes['cases']} cases, {outcomes['refused']} refused with a ValueError, "
+            f"{outcomes['accepted']} accepted ({outcomes['pixels load']} with pixels that load, "
+            f"{outcomes['pixels damaged']} with damaged pixel data)"])
+
+
+def _load_pixels(data: bytes) -> bool:
+    try:
+        images.decode(data).load()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.timeout(600)
+@settings(max_examples=1000 * SCALE, deadline=5000, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=mutated_images())
+def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case, fuzz_tally):
+    name, data = case
+    fuzz_tally["cases"] += 1
+    try:
+        fmt = images.sniff_format(data)
+    except ValueError as error:
+        assert str(error), f"{name}: a ValueError without a message"
+        with pytest.raises(EncodeError, match=re.escape(str(error))):
+            encode_example({"image": data}, IMAGE_FEATURES)
+        fuzz_tally["refused"] += 1
+        return
+    assert encode_example({"image": data}, IMAGE_FEATURES)["image"] == data
+    with images.decode(data) as image:
+        assert fmt == image.format or (fmt, image.format) == ("JPEG", "MPO"), name
+    fuzz_tally["accepted"] += 1
+    fuzz_tally["pixels load" if _load_pixels(data) else "pixels damaged"] += 1
+
