@@ -14,6 +14,7 @@ number (from 0) and its byte offset.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import re
@@ -21,12 +22,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 
 from beam_shards import fs, images
 from beam_shards.errors import FeatureError
 from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
                                   Sequence as SequenceFeature, Value)
 from beam_shards.manifest import Manifest
+from beam_shards.writer import DEFAULT_BATCH_BYTES
 from pipelines import common, tabular, tf_example
 
 TFDS_INFO = "dataset_info.json"
@@ -328,26 +331,37 @@ def _tfds_metadata(info: Mapping[str, Any], split: str, files: list[str], count:
 
 # --- the pipeline --------------------------------------------------------------------
 
-class _ToExampleFn(beam.DoFn):
-    """Parses `(where, record bytes)` into `(where, example)`; a record that does not fit is Malformed."""
+class _ToExamplesFn(beam.DoFn):
+    """Parses a batch of `(where, record bytes)` into one `common.Rows` that the encode step
+    checks whole; a record that is Malformed or does not fit goes on alone, named."""
 
     def __init__(self, features: Features, decoders: Mapping[str, str]):
         self._features = features
         self._decoders = dict(decoders)
-        self._reader = None
+        self._reader: tf_example.ExampleReader | None = None
 
     def setup(self):
         self._reader = tf_example.ExampleReader(self._features, self._decoders)
 
-    def process(self, element: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
-        where, data = element
-        if isinstance(data, common.Malformed):
-            yield where, data
+    def process(self, records: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+        good = []
+        for where, data in records:
+            if isinstance(data, common.Malformed):
+                yield where, data
+                continue
+            try:
+                good.append((where, self._reader(data)))
+            except ValueError as error:
+                yield where, common.Malformed(str(error))
+        if not good:
             return
         try:
-            yield where, self._reader(data)
-        except ValueError as error:
-            yield where, common.Malformed(str(error))
+            table = self._reader.table([example for _, example in good])
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            yield from good  # no common Arrow form: the encode step checks them one by one
+            return
+        where = good[0][0] if len(good) == 1 else f"{good[0][0]} and {len(good) - 1} more record(s)"
+        yield where, common.Rows(table, functools.partial(iter, good))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -432,8 +446,9 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
         return (pipeline
                 | "Files" >> beam.Create(files)
-                | "ReadRecords" >> tf_example.ReadTFRecords(compression)
-                | "ToExamples" >> beam.ParDo(_ToExampleFn(features, decoders)))
+                | "ReadRecords" >> tf_example.ReadTFRecords(compression, batch_size=args.batch_size,
+                                                            batch_bytes=DEFAULT_BATCH_BYTES)
+                | "ToExamples" >> beam.ParDo(_ToExamplesFn(features, decoders)))
 
     return common.run_pipeline(options, args, read, features, metadata)
 

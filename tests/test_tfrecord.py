@@ -159,6 +159,25 @@ def test_a_value_that_does_not_fit_names_the_feature():
         reader(serialize({"n": (3, "int")}))
 
 
+def test_records_are_parsed_into_one_batch_and_bad_ones_go_on_alone():
+    features = Features({"n": Value("int64"), "image": Image()})
+    serialize = tfrecord_package.TFRecordWriter.serialize_tf_example
+    parse = pipeline._ToExamplesFn(features, {})
+    parse.setup()
+    out = list(parse.process([
+        ("r0", serialize({"n": (0, "int"), "image": (jpeg(0), "byte")})),
+        ("r1", common.Malformed("corrupt record")),
+        ("r2", serialize({"n": ([1, 2], "int"), "image": (jpeg(2), "byte")})),
+        ("r3", serialize({"n": (3, "int"), "image": (png(3), "byte")})),
+    ]))
+    assert [where for where, _ in out] == ["r1", "r2", "r0 and 1 more record(s)"]
+    assert "holds 2 values" in out[1][1].reason
+    rows = out[2][1]
+    assert isinstance(rows, common.Rows) and rows.table.column("n").to_pylist() == [0, 3]
+    assert [where for where, _ in rows.one_by_one()] == ["r0", "r3"]
+    assert features.encode_batch(rows.table).num_rows == 2
+
+
 # --- the pipeline end to end --------------------------------------------------------------
 
 @TIMEOUT
@@ -211,7 +230,7 @@ def test_a_corrupt_record_fails_naming_file_record_and_offset_or_is_skipped(tmp_
     offsets = write(path, [row(i) for i in range(8)])
     flip_byte(path, offsets[5] + 12 + 30)
     out = tmp_path / "out"
-    args = ["--input", str(path), "--output", str(out), "--label_column", "label"]
+    args = ["--input", str(path), "--output", str(out), "--label_column", "label", "--batch_size", "3"]
     where = f"{path}, record 5 (offset {offsets[5]})"
     with pytest.raises(common.BadInputError, match=f"{path}, record 5 \\(offset {offsets[5]}\\): corrupt record"):
         pipeline.run(args)
