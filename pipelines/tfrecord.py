@@ -326,7 +326,7 @@ def _tfds_metadata(info: Mapping[str, Any], split: str, files: list[str], count:
                 "description": info.get("description"), "citation": info.get("citation"),
                 "homepage": (info.get("location") or {}).get("urls", [None])[0],
                 "supervised_keys": info.get("supervisedKeys"), "features": dict(described)}
-    return {key: value for key, value in metadata.items() if value not in (None, "", [])}
+    return {key: value for key, value in metadata.items() if value not in (None, "", [], {})}
 
 
 # --- the pipeline --------------------------------------------------------------------
@@ -431,9 +431,14 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         try:
             info = _read_json(fs.join(folder, TFDS_INFO))
             split, files, count = split_files(folder, info, args.split)
-            features, decoders, described = tfds_features(folder, _read_json(fs.join(folder, TFDS_FEATURES)))
         except FeatureError as error:
             parser.error(f"TFDS folder {folder}: {error}")
+        try:
+            features, decoders, described = tfds_features(folder, _read_json(fs.join(folder, TFDS_FEATURES)))
+        except FeatureError as error:
+            if not args.features:  # a --features file may leave out what has no equivalent here
+                parser.error(f"TFDS folder {folder}: {error}")
+            features, decoders, described = None, {}, {}
         metadata["tfds"] = _tfds_metadata(info, split, files, count, described)
     if args.features:
         features = common.load_features(parser, args.features)

@@ -456,6 +456,21 @@ def test_tfds_folder_usage_errors(tfds_folder, tmp_path, capsys):
     assert "1 shard(s) of split 'train' are missing" in capsys.readouterr().err
 
 
+@TIMEOUT
+def test_a_features_file_converts_a_tfds_folder_with_an_unsupported_feature(tfds_folder, tmp_path, capsys):
+    spec = json.loads((tfds_folder / "features.json").read_text())
+    spec["featuresDict"]["features"]["steps"] = _tfds_feature("dataset_feature.Dataset", "sequence", {})
+    (tfds_folder / "features.json").write_text(json.dumps(spec))
+    argv = ["--input", str(tfds_folder), "--split", "test", "--output", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        pipeline.run(argv)
+    assert "'steps' is a TFDS Dataset, which is not supported" in capsys.readouterr().err
+    declared = Features({"image": Image(), "label": ClassLabel(names=CLASSES, nullable=True)})
+    manifest = pipeline.run(argv + ["--features", _features_file(tmp_path, declared)])
+    assert manifest.features == declared and manifest.num_rows == 2
+    assert manifest.metadata["tfds"]["split"] == "test" and "features" not in manifest.metadata["tfds"]
+
+
 def test_unsupported_tfds_features_say_so(tmp_path):
     rlds = _tfds_feature("features_dict.FeaturesDict", "featuresDict", {"features": {
         "steps": _tfds_feature("dataset_feature.Dataset", "sequence", {"feature": _tensor([], "int64")})}})
