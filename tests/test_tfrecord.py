@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import struct
 import zlib
 
@@ -14,6 +15,7 @@ import pytest
 import tfrecord as tfrecord_package
 from tfrecord import example_pb2 as independent_pb2
 
+import fake_object_store
 from _support import jpeg, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
 from beam_shards.bad_inputs import read_bad_inputs
@@ -469,6 +471,19 @@ def test_a_features_file_converts_a_tfds_folder_with_an_unsupported_feature(tfds
     manifest = pipeline.run(argv + ["--features", _features_file(tmp_path, declared)])
     assert manifest.features == declared and manifest.num_rows == 2
     assert manifest.metadata["tfds"]["split"] == "test" and "features" not in manifest.metadata["tfds"]
+
+
+@TIMEOUT
+def test_an_object_store_holding_a_tfds_folder_and_plain_tfrecords(tfds_folder, tmp_path, monkeypatch):
+    """Through Beam's FileSystems only: a store with GCS's semantics (no folders)."""
+    bucket = tmp_path / "bucket"
+    monkeypatch.setenv(fake_object_store.ROOT_ENV, str(bucket))
+    shutil.copytree(tfds_folder.parent, bucket / "datasets" / "toy")
+    manifest = pipeline.run(["--input", "fakeobj://datasets/toy", "--split", "train", "--output", "fakeobj://caches/toy"])
+    assert manifest.num_rows == 8 and manifest.features["label"].names == CLASSES
+    plain = pipeline.run(["--input", "fakeobj://datasets/toy/1.0.0/toy-train.tfrecord-*", "--output",
+                          "fakeobj://caches/plain", "--label_column", "meta/quality"])
+    assert plain.num_rows == 8 and plain.features["meta/quality"] == ClassLabel(num_classes=2)
 
 
 def test_unsupported_tfds_features_say_so(tmp_path):
