@@ -17,6 +17,7 @@ import argparse
 import functools
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -395,6 +396,10 @@ def _plain_input(parser: argparse.ArgumentParser, args: argparse.Namespace,
                      f"(no {TFDS_INFO} in it or in a version folder below it)")
     if args.features and args.label_column:
         parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
+    local = common.input_uri(args.input)
+    if fs.is_local(local) and os.path.isdir(fs.local_path(local)):
+        parser.error(f"--input {args.input} is a folder without {TFDS_INFO}: give a file or a glob, like "
+                     f"{os.path.join(args.input, '*.tfrecord*')}")
     files = common.input_files(parser, args.input)
     if args.features:
         return files, None

@@ -321,6 +321,7 @@ def test_usage_errors(tmp_path, capsys):
         (["--input", str(tmp_path / "none-*.tfrecord")], "no file matches"),
         (["--input", str(tmp_path / "a.tfrecord"), "--split", "train"], "--split picks the shards of a TFDS folder"),
         (["--input", str(tmp_path / "a.tfrecord"), "--label_column", "nope"], "'nope' is not in the records"),
+        (["--input", str(tmp_path)], "is a folder without dataset_info.json: give a file or a glob"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             pipeline.run(argv + ["--output", str(tmp_path / "out")])
