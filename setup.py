@@ -21,12 +21,17 @@ setuptools.setup(
         "filelock>=3.12",
     ],
     extras_require={
+        # python -m pipelines.tfrecord checks TFRecord CRCs with it, at C speed.
+        "tfrecord": ["google-crc32c>=1.5"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",
             "torch==2.13.0",
             "grain>=0.2.10",
+            "google-crc32c>=1.5",
+            # An independent TFRecord writer (not TensorFlow) for tests/test_tfrecord.py.
+            "tfrecord>=1.14.6",
         ],
     },
     entry_points={"console_scripts": ["beam-shards=beam_shards.cli:main"]},

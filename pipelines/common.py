@@ -196,6 +196,14 @@ def input_uri(path: str) -> str:
     return os.path.abspath(fs.local_path(path)) if fs.is_local(path) else path
 
 
+def input_files(parser: argparse.ArgumentParser, pattern: str) -> list[str]:
+    """The files matching `--input` (a path or glob, local or a URI), sorted; exits with a message when none does."""
+    files = sorted(fs.list_files([input_uri(pattern)]))
+    if not files:
+        parser.error(f"--input: no file matches {pattern}")
+    return files
+
+
 class _EncodeFn(beam.DoFn):
     """Encodes each `(where, example)`; a bad one fails the pipeline, or goes to the bad output."""
 

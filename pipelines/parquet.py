@@ -222,9 +222,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
-    files = sorted(fs.list_files([common.input_uri(args.input)]))
-    if not files:
-        parser.error(f"--input: no file matches {args.input}")
+    files = common.input_files(parser, args.input)
     if args.features:
         features = common.load_features(parser, args.features)
         _check_columns(parser, args.columns, list(features))

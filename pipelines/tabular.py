@@ -229,10 +229,7 @@ def build_parser(tabular: TabularFormat, description: str, example_file: str) ->
 def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
     """Runs the manifest pipeline of `tabular` with command-line flags `argv`."""
     args, options = common.parse_args(parser, argv)
-    pattern = common.input_uri(args.input)
-    files = sorted(fs.list_files([pattern]))
-    if not files:
-        parser.error(f"--input: no file matches {args.input}")
+    files = common.input_files(parser, args.input)
     if args.features:
         if args.label_column:
             parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
