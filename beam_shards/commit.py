@@ -23,8 +23,8 @@ from __future__ import annotations
 import datetime
 import importlib.metadata
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
@@ -56,6 +56,16 @@ def _installed(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
+    """The `open_shard` callback of a ShardWriter staging into `folder`: part-00000.arrow, ..."""
+
+    def open_shard(index: int) -> tuple[str, BinaryIO]:
+        path = fs.join(folder, CacheLayout.staged_name(index))
+        return path, fs.create(path)
+
+    return open_shard
 
 
 def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict[str, Any]:

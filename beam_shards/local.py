@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 from beam_shards import fs
-from beam_shards.commit import abandon, check_write, publish
+from beam_shards.commit import abandon, check_write, publish, staged_shards
 from beam_shards.errors import best_effort
 from beam_shards.features import Features
 from beam_shards.gc import Retention, collect_garbage
@@ -16,16 +16,6 @@ from beam_shards.manifest import Manifest
 from beam_shards.progress import Progress
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
                                 WriterOptions, split_key)
-
-
-def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
-    """The `open_shard` callback of a ShardWriter staging into `folder`: part-00000.arrow, ..."""
-
-    def open_shard(index: int) -> tuple[str, BinaryIO]:
-        path = fs.join(folder, CacheLayout.staged_name(index))
-        return path, fs.create(path)
-
-    return open_shard
 
 
 def write_shards(examples: Iterable[Any], path: str, features: Features, *,

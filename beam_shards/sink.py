@@ -25,12 +25,11 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import counters, fs
-from beam_shards.commit import check_write, publish, remove_staging
+from beam_shards.commit import check_write, publish, remove_staging, staged_shards
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.gc import Retention, collect_garbage
 from beam_shards.layout import CacheLayout, check_write_id, new_write_id
-from beam_shards.local import staged_shards
 from beam_shards.manifest import Manifest
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
                                 WriterOptions, WrittenShard, split_key)

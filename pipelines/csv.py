@@ -1,9 +1,9 @@
-"""CSV manifests into a cache: a header line, then one example per row.
+"""CSV index files into a cache: a header line, then one example per row.
 
     image,label,caption,boxes
     images/0001.jpg,cat,a cat on a mat,"[1, 2, 3, 4]"
 
-Image paths are relative to the manifest file (or absolute, or URIs). List and
+Image paths are relative to the index file (or absolute, or URIs). List and
 array cells are JSON lists; an empty cell is null where the feature allows it.
 Features come from `--features features.json` or are inferred from the first rows.
 The module is `pipelines.csv`; with absolute imports it does not hide the standard
@@ -122,7 +122,7 @@ def to_example(row: dict[str, str], features: Features) -> dict[str, Any]:
 
 FORMAT = tabular.TabularFormat(
     "csv", read_rows, to_example, guess_value,
-    description="Convert CSV manifests (a header, then one example per row) into a cache.",
+    description="Convert CSV index files (a header, then one example per row) into a cache.",
     example_file="data/train.csv")
 
 

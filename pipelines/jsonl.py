@@ -1,8 +1,8 @@
-"""JSON Lines manifests into a cache: one JSON object per line, one example per object.
+"""JSON Lines index files into a cache: one JSON object per line, one example per object.
 
     {"image": "images/0001.jpg", "label": "cat", "caption": "a cat", "boxes": [1, 2, 3, 4]}
 
-Image paths are relative to the manifest file (or absolute, or URIs). Features come
+Image paths are relative to the index file (or absolute, or URIs). Features come
 from `--features features.json` or are inferred from the first rows; see
 `python -m pipelines.jsonl --help`.
 """
@@ -46,7 +46,7 @@ def to_example(row: dict[str, Any], features: Features) -> dict[str, Any]:
 
 FORMAT = tabular.TabularFormat(
     "jsonl", read_rows, to_example,
-    description="Convert JSON Lines manifests (one example per line) into a cache.",
+    description="Convert JSON Lines index files (one example per line) into a cache.",
     example_file="data/train.jsonl")
 
 

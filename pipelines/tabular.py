@@ -1,9 +1,9 @@
-"""What the `jsonl` and `csv` pipelines share: one row per example in manifest files.
+"""What the `jsonl` and `csv` pipelines share: one row per example in index files.
 
-A row holds an image column with a path (relative to the manifest file, absolute, or a
+A row holds an image column with a path (relative to the index file, absolute, or a
 URI) and other scalar or list columns. Features are given as a JSON file or inferred
 from the first rows; `--label_column` makes one column a ClassLabel whose classes are
-read from every row. Manifest files are read whole by one worker each (they hold
+read from every row. Index files are read whole by one worker each (they hold
 paths, not images); the rows are then spread out, so images are read in parallel.
 """
 
@@ -33,7 +33,7 @@ _MAX_CLASS_ID = 2**63 - 1
 
 
 class TabularFormat:
-    """How one manifest format is read: `jsonl` and `csv` each make one.
+    """How one index file format is read: `jsonl` and `csv` each make one.
 
     Example:
         >>> import io, json
@@ -111,18 +111,18 @@ def _scalar_feature(column: str, values: list[Any]) -> Feature:
 
 def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str],
                    label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
-    """Features for manifest rows: images for `image_columns`, a ClassLabel for
+    """Features for index rows: images for `image_columns`, a ClassLabel for
     `label_column` (classes from `label_values`), and types inferred for the rest.
 
     Raises:
       FeatureError: no rows, a column missing, empty, mixed or nested beyond a list.
     """
     if not rows:
-        raise FeatureError("the manifest has no rows to infer features from; give --features")
+        raise FeatureError("the input has no rows to infer features from; give --features")
     columns = list(dict.fromkeys(name for row in rows for name in row))
     for name in list(image_columns) + ([label_column] if label_column else []):
         if name not in columns:
-            raise FeatureError(f"column {name!r} is not in the manifest (its columns: {', '.join(columns)})")
+            raise FeatureError(f"column {name!r} is not in the input (its columns: {', '.join(columns)})")
     features: dict[str, Feature] = {}
     for column in columns:
         values = [row.get(column) for row in rows]
@@ -166,9 +166,9 @@ def _class_label(column: str, values: Iterable[Any], nullable: bool) -> ClassLab
 
 
 def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
-    """The flags of a manifest pipeline besides the common ones."""
+    """The flags of an index-file pipeline besides the common ones."""
     parser.add_argument("--input", required=True, metavar="PATTERN",
-                        help=f"the manifest file, or a glob pattern of several (local, gs://...), like {example_file}")
+                        help=f"the index file (CSV or JSON Lines), or a glob pattern of several (local, gs://...), like {example_file}")
     parser.add_argument("--features", metavar="FILE",
                         help="a JSON file of the features (as Features.to_dict() gives); inferred when left out")
     parser.add_argument("--image_column", action="append", metavar="NAME",
@@ -179,8 +179,8 @@ def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
                         help="how many rows type inference looks at (default 100)")
 
 
-class _ReadManifestFn(beam.DoFn):
-    """Reads one manifest file into `(where, example or Malformed)` pairs."""
+class _ReadIndexFileFn(beam.DoFn):
+    """Reads one index file into `(where, example or Malformed)` pairs."""
 
     def __init__(self, tabular: TabularFormat, features: Features):
         self._format = tabular
@@ -204,7 +204,7 @@ class _ReadManifestFn(beam.DoFn):
 
 
 def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
-    """The rows of the manifest files that parse, with values as inference sees them.
+    """The rows of the index files that parse, with values as inference sees them.
 
     A row with a value inference cannot read is left out: the pipeline names it.
     """
@@ -227,7 +227,7 @@ def build_parser(tabular: TabularFormat, description: str, example_file: str) ->
 
 
 def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
-    """Runs the manifest pipeline of `tabular` with command-line flags `argv`."""
+    """Runs the index-file pipeline of `tabular` with command-line flags `argv`."""
     args, options = common.parse_args(parser, argv)
     files = common.input_files(parser, args.input)
     if args.features:
@@ -246,8 +246,8 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
         return (pipeline
-                | "Manifests" >> beam.Create(files)
-                | "ReadRows" >> beam.ParDo(_ReadManifestFn(tabular, features))
+                | "IndexFiles" >> beam.Create(files)
+                | "ReadRows" >> beam.ParDo(_ReadIndexFileFn(tabular, features))
                 | "Spread" >> beam.Reshuffle())
 
     return common.run_pipeline(options, args, read, features, {"pipeline": tabular.name, "input": args.input})

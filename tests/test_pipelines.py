@@ -429,7 +429,7 @@ def test_inference_errors_name_the_column():
         tabular.infer_features([{"image": "a", "x": 1}, {"image": "b", "x": "one"}], image_columns=["image"])
     with pytest.raises(FeatureError, match="'x' is empty"):
         tabular.infer_features([{"image": "a", "x": None}], image_columns=["image"])
-    with pytest.raises(FeatureError, match="'picture' is not in the manifest"):
+    with pytest.raises(FeatureError, match="'picture' is not in the input"):
         tabular.infer_features([{"image": "a"}], image_columns=["picture"])
     features = tabular.infer_features([{"image": "a", "label": 2}, {"image": None, "label": 0}],
                                       image_columns=["image"], label_column="label", label_values=[2, 0, 4])

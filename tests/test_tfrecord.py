@@ -20,7 +20,7 @@ from _support import jpeg, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
 from beam_shards.bad_inputs import read_bad_inputs
 from beam_shards.errors import FeatureError
-from beam_shards.manifest import MANIFEST_NAME
+from beam_shards.layout import MANIFEST_NAME
 from pipelines import common, tf_example
 from pipelines import tfrecord as pipeline
 

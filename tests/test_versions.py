@@ -23,8 +23,8 @@ from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, Cor
                          write_shards)
 from beam_shards import commit, fs
 from beam_shards.gc import collect_garbage, find_garbage, plan
+from beam_shards.commit import staged_shards
 from beam_shards.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
-from beam_shards.local import staged_shards
 from beam_shards.lock import cache_lock
 from beam_shards.manifest import ShardInfo
 from beam_shards.writer import ShardWriter, WriterOptions
