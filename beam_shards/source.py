@@ -133,13 +133,12 @@ class _ReadSpec:
     columns: tuple[str, ...] | None
     as_batches: bool
     features: Features | None
-    decode: bool
     image_mode: str
     desired_split_bytes: int
 
     @classmethod
-    def make(cls, columns: Sequence[str] | None, as_batches: bool, features: Features | None, decode: bool,
-             image_mode: str, desired_split_bytes: int) -> _ReadSpec:
+    def make(cls, columns: Sequence[str] | None, as_batches: bool, features: Features | None, image_mode: str,
+             desired_split_bytes: int) -> _ReadSpec:
         if isinstance(columns, str):
             raise TypeError(f"columns must be a list of column names; got the string {columns!r}")
         if columns is not None and not columns:
@@ -148,11 +147,12 @@ class _ReadSpec:
             raise ValueError(f"columns names a column more than once: {list(columns)}")
         if features is not None and not isinstance(features, Features):
             raise TypeError(f"features must be a Features object; got {type(features).__name__}")
-        if decode and as_batches:
-            raise ValueError("decode=True decodes rows to Python values; it cannot be combined with as_batches=True")
+        if image_mode != "bytes" and as_batches:
+            raise ValueError(f"image_mode={image_mode!r} decodes rows to Python values; it cannot be combined with "
+                             "as_batches=True (record batches hold the image bytes)")
         if not isinstance(desired_split_bytes, int) or desired_split_bytes < 1:
             raise ValueError(f"desired_split_bytes must be a positive int; got {desired_split_bytes!r}")
-        return cls(tuple(columns) if columns is not None else None, bool(as_batches), features, bool(decode),
+        return cls(tuple(columns) if columns is not None else None, bool(as_batches), features,
                    check_image_mode(image_mode), desired_split_bytes)
 
     def open(self, path: str, version: int | None = None) -> Manifest:
@@ -179,14 +179,14 @@ class _ReadSpec:
             batch = batch.select(list(self.columns))
         if self.as_batches:
             return (batch,)
-        # Without decode, images stay the bytes that were written; arrays are numpy views.
-        return decode_table(batch, features, self.image_mode if self.decode else "bytes")
+        # Arrays are numpy views; images are decoded unless image_mode is "bytes".
+        return decode_table(batch, features, self.image_mode)
 
     def display_data(self, path: str | None) -> dict[str, Any]:
         items = {
             "columns": DisplayDataItem(str(list(self.columns)) if self.columns else "all", label="Columns"),
             "output": DisplayDataItem("record batches" if self.as_batches else
-                                      f"decoded rows ({self.image_mode} images)" if self.decode else "rows",
+                                      f"rows ({self.image_mode} images)",
                                       label="Output"),
         }
         if path is not None:
@@ -268,7 +268,7 @@ class ReadFromArrowShards(beam.PTransform):
     (size, schema, rows) and read in ranges of record batches that the runner splits
     among workers. Values come out as written (ints, strings, lists, numpy arrays of
     the declared shape for Array features, the encoded bytes of images) unless
-    `decode=True`, which also decodes images like `ShardedDataset`.
+    `image_mode` asks for images decoded like `ShardedDataset` does.
 
     Example:
         >>> import apache_beam as beam
@@ -284,8 +284,8 @@ class ReadFromArrowShards(beam.PTransform):
       columns: the columns to read (all by default); only their buffers are read.
       as_batches: emit `pa.RecordBatch`es instead of one dict per row.
       features: the features the cache must have been written with.
-      decode: decode images to `image_mode` as `ShardedDataset` does.
-      image_mode: with `decode`, "pil", "numpy" or "bytes".
+      image_mode: "bytes" (the default: images as written), "pil" or "numpy" (decoded
+        as `ShardedDataset` does).
       desired_split_bytes: about how many bytes of a shard one initial split reads.
 
     Raises:
@@ -300,12 +300,12 @@ class ReadFromArrowShards(beam.PTransform):
 
     def __init__(self, path: str, *, version: int | None = None, columns: Sequence[str] | None = None,
                  as_batches: bool = False,
-                 features: Features | None = None, decode: bool = False, image_mode: str = "pil",
+                 features: Features | None = None, image_mode: str = "bytes",
                  desired_split_bytes: int = DEFAULT_SPLIT_BYTES):
         super().__init__()
         self._path = path
         self._version = version
-        self._spec = _ReadSpec.make(columns, as_batches, features, decode, image_mode, desired_split_bytes)
+        self._spec = _ReadSpec.make(columns, as_batches, features, image_mode, desired_split_bytes)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         manifest = self._spec.open(self._path, self._version)
@@ -331,7 +331,7 @@ class ReadAllFromArrowShards(beam.PTransform):
         ...             | ReadAllFromArrowShards(columns=["label"]))
 
     Args:
-      columns, as_batches, features, decode, image_mode, desired_split_bytes: as for
+      columns, as_batches, features, image_mode, desired_split_bytes: as for
         `ReadFromArrowShards`, applied to every cache.
 
     Raises:
@@ -339,10 +339,10 @@ class ReadAllFromArrowShards(beam.PTransform):
     """
 
     def __init__(self, *, columns: Sequence[str] | None = None, as_batches: bool = False,
-                 features: Features | None = None, decode: bool = False, image_mode: str = "pil",
+                 features: Features | None = None, image_mode: str = "bytes",
                  desired_split_bytes: int = DEFAULT_SPLIT_BYTES):
         super().__init__()
-        self._spec = _ReadSpec.make(columns, as_batches, features, decode, image_mode, desired_split_bytes)
+        self._spec = _ReadSpec.make(columns, as_batches, features, image_mode, desired_split_bytes)
 
     def expand(self, paths: beam.PCollection[str]) -> beam.PCollection:
         return (paths

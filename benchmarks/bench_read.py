@@ -6,7 +6,7 @@ the examples inside each pipeline. Then, in this process and on the same runner
 (FnApiRunner, in-process), times pipelines that read every row and count them:
   - arrow rows:      ReadFromArrowShards (one dict per row);
   - parquet rows:    ReadFromParquet (one dict per row);
-  - arrow rows, numpy arrays: ReadFromArrowShards(decode=True, image_mode="bytes"):
+  - arrow rows, numpy arrays: ReadFromArrowShards(image_mode="bytes"):
                      images stay bytes, the embedding comes as a numpy view, not
                      128 Python floats (most of the per-row cost of the two above);
   - arrow batches:   ReadFromArrowShards(as_batches=True), rows counted per batch;
@@ -68,7 +68,7 @@ def readers(cache: str, parquet: str) -> dict[str, Callable[[beam.Pipeline], bea
     return {
         "arrow rows": lambda p: p | ReadFromArrowShards(cache) | beam.Map(lambda row: 1),
         "parquet rows": lambda p: p | beam.io.ReadFromParquet(parquet) | beam.Map(lambda row: 1),
-        "arrow rows, numpy arrays": lambda p: (p | ReadFromArrowShards(cache, decode=True, image_mode="bytes")
+        "arrow rows, numpy arrays": lambda p: (p | ReadFromArrowShards(cache, image_mode="bytes")
                                                | beam.Map(lambda row: 1)),
         "arrow batches": lambda p: p | ReadFromArrowShards(cache, as_batches=True) | beam.Map(_rows_of),
         "parquet batches": lambda p: p | beam.io.ReadFromParquetBatched(parquet) | beam.Map(_rows_of),

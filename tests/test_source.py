@@ -101,7 +101,7 @@ def test_cache_written_by_write_shards_raw_and_decoded(tmp_path):
         raw = p | "Raw" >> ReadFromArrowShards(out, features=FEATURES, desired_split_bytes=SPLIT_BYTES)
         assert_that(raw | "KeyRaw" >> beam.Map(_key), equal_to([_key(_written(i)) for i in range(100)]),
                     label="CheckRaw")
-        rows = p | "Decoded" >> ReadFromArrowShards(out, decode=True, image_mode="numpy")
+        rows = p | "Decoded" >> ReadFromArrowShards(out, image_mode="numpy")
         assert_that(rows | "KeyDecoded" >> beam.Map(_key), equal_to([_key(row) for row in decoded]),
                     label="CheckDecoded")
     first = decoded[0]
@@ -199,7 +199,7 @@ def test_planned_shards_split_below_shard_level(tmp_path):
 
 
 def _fn(manifest, columns=None) -> _ReadBatchesFn:
-    return _ReadBatchesFn(_Manifests([manifest]), _ReadSpec.make(columns, True, None, False, "pil", SPLIT_BYTES))
+    return _ReadBatchesFn(_Manifests([manifest]), _ReadSpec.make(columns, True, None, "bytes", SPLIT_BYTES))
 
 
 def _read(fn, task, restriction) -> list[int]:
@@ -343,7 +343,7 @@ def test_read_a_given_version(cache):
     ({"columns": []}, ValueError, "at least one column"),
     ({"columns": "id"}, TypeError, "list of column names"),
     ({"columns": ["id", "id"]}, ValueError, "more than once"),
-    ({"decode": True, "as_batches": True}, ValueError, "cannot be combined"),
+    ({"image_mode": "numpy", "as_batches": True}, ValueError, "cannot be combined"),
     ({"image_mode": "tensor"}, ValueError, "image_mode must be one of"),
     ({"features": {"id": "int64"}}, TypeError, "Features object"),
     ({"desired_split_bytes": 0}, ValueError, "desired_split_bytes"),
