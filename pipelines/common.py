@@ -291,13 +291,14 @@ def report(manifest: Manifest) -> str:
     """What a pipeline prints when done: where the cache is and how to open it."""
     path = manifest.path
     lines = [f"Wrote {manifest.num_rows:,} rows in {manifest.num_shards} shard(s), "
-             f"{human_size(manifest.num_bytes)}, to {path}"]
+             f"{human_size(manifest.num_bytes)}, to {path} as version {manifest.version} ({manifest.mode})"]
     skipped = read_bad_inputs(path)
     if skipped:
         lines.append(f"Skipped {len(skipped)} bad input(s), listed in {bad_inputs_path(path)}")
     lines += [
         "Look at it:",
         f"  beam-shards info {path}",
+        f"  beam-shards log {path}",
         f"  beam-shards show {path} --out grid.png",
         "Read it in Python:",
         "  from beam_shards import ShardedDataset",
