@@ -136,7 +136,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     with cache_lock(layout):
         manifest = find_published(path, write_id)
         if manifest is None:
-            ordered = sorted(staged, key=_staged_order)
+            ordered = sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(ordered)) for i in range(len(ordered))]
             _move_into_place(layout, ordered, names)
             shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, ordered))
@@ -238,7 +238,7 @@ def update_pointer(layout: CacheLayout) -> Manifest | None:
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
 
-def _staged_order(shard: WrittenShard) -> tuple[str, int, str]:
+def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
     # part-100000 after part-99999: numbered names sort by length first within a folder.
     folder, _, name = shard.path.replace("\\", "/").rpartition("/")
     return folder, len(name), name

@@ -1,0 +1,210 @@
+"""Shard sizes do not follow the runner's bundles: small staged shards are merged before publish,
+and `beam-shards compact` merges the small shards of a published cache into a new version."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import random
+
+import apache_beam as beam
+import pytest
+
+from _reliability import assert_clean_cache
+from _support import options
+from beam_shards import Features, Value, WriteToArrowShards, read_metadata, sink, verify, write_shards
+from beam_shards.backend import ArrowBackend
+from beam_shards.cli import main
+from beam_shards.merge import compact, is_small, plan_bins
+from beam_shards.versions import list_versions
+from beam_shards.writer import ShardWriter
+
+FEATURES = Features({"id": Value("int64"), "text": Value("string")})
+MULTI_THREADED = ("--runner=FnApiRunner", "--direct_num_workers=8", "--direct_running_mode=multi_threading")
+
+
+def _row(i: int) -> dict:
+    return {"id": i, "text": "x" * 100}
+
+
+def _ids(path) -> list[int]:
+    backend = ArrowBackend.open(str(path))
+    return backend.slice(0, backend.num_rows).column("id").to_pylist()
+
+
+def _write(out, num_rows: int, *args, parts: int = 40, transform=None, **sink_args):
+    per_part = num_rows // parts
+
+    def rows(part):
+        return [_row(i) for i in range(part * per_part, (part + 1) * per_part)]
+
+    with beam.Pipeline(options=options(*args)) as p:
+        examples = p | beam.Create(range(parts), reshuffle=True) | beam.FlatMap(rows)
+        if transform is not None:
+            examples = examples | transform
+        examples | WriteToArrowShards(str(out), FEATURES, **sink_args)
+    return read_metadata(str(out))
+
+
+def _assert_sizes(manifest, target: int) -> None:
+    small = [s.num_bytes for s in manifest.shards if is_small(s.num_bytes, target)]
+    assert len(small) <= 1, f"shards under half of {target}: {small}"
+
+
+def _assert_exactly_once(out, expected) -> None:
+    ids = _ids(out)
+    assert collections.Counter(ids) == collections.Counter(expected)
+    assert verify(str(out)).ok
+    assert_clean_cache(str(out))
+
+
+# planning -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("keep_order", [False, True])
+def test_plan_covers_every_shard_once_and_leaves_at_most_one_small_bin(keep_order):
+    rng = random.Random(0)
+    for _ in range(500):
+        target = rng.randint(1, 1000)
+        sizes = [rng.randint(1, 2 * target) if rng.random() < 0.2 else rng.randint(1, target // 2 + 1)
+                 for _ in range(rng.randint(0, 60))]
+        overhead = rng.choice([0, min(sizes or [0]) // 2])
+        bins = plan_bins(sizes, target, keep_order=keep_order, overhead=overhead)
+        assert sorted(i for b in bins for i in b) == list(range(len(sizes)))
+        assert all(b == sorted(b) for b in bins)
+        totals = [overhead + sum(sizes[i] - overhead for i in b) for b in bins]
+        assert sum(is_small(t, target) for t in totals) <= 1, (sizes, target, bins)
+        for b, t in zip(bins, totals):
+            # A bin fits the target, except (keeping order) a run under half that took in the next shard.
+            assert len(b) == 1 or t <= target or keep_order and is_small(t - sizes[b[-1]] + overhead, target)
+        assert bins == plan_bins(list(sizes), target, keep_order=keep_order, overhead=overhead)
+        if keep_order:
+            assert [i for b in bins for i in b] == list(range(len(sizes)))
+
+
+def test_plan_respects_the_row_cap():
+    bins = plan_bins([10] * 10, 1000, rows=[3] * 10, max_rows=7)
+    assert bins == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    assert plan_bins([10, 10, 10], 1000, rows=[4, 1, 1], max_rows=7) == [[0], [1, 2]]
+    assert plan_bins([10] * 4, 1000, keep_order=True, rows=[3] * 4, max_rows=7) == [[0, 1], [2, 3]]
+
+
+def test_plan_counts_the_file_overhead_once_per_bin():
+    assert plan_bins([45, 45, 45, 45], 100) == [[0, 1], [2, 3]]
+    assert plan_bins([45, 45, 45, 45], 100, overhead=40) == [[0, 1, 2, 3]]  # 40 + 4 * 5 <= 100
+
+
+def test_plan_leaves_large_shards_alone():
+    assert plan_bins([100, 100, 50], 100) == [[0], [1], [2]]
+    assert plan_bins([10, 20, 30], 100) == [[0, 1, 2]]
+    assert plan_bins([], 100) == []
+
+
+# the sink ---------------------------------------------------------------------------
+
+def test_eight_threads_with_a_large_target_give_one_shard(tmp_path):
+    out = tmp_path / "cache"
+    manifest = _write(out, 10_000, *MULTI_THREADED, shard_size_bytes=64 << 20)
+    assert manifest.num_shards == 1
+    _assert_exactly_once(out, range(10_000))
+
+
+def test_small_target_over_many_bundles_leaves_at_most_one_small_shard(tmp_path):
+    out = tmp_path / "cache"
+    target = 200_000
+    manifest = _write(out, 30_000, *MULTI_THREADED, parts=60, shard_size_bytes=target)
+    _assert_sizes(manifest, target)
+    assert max(s.num_bytes for s in manifest.shards) <= target
+    _assert_exactly_once(out, range(30_000))
+
+
+def _stage_small_shards(monkeypatch, staged_size: int) -> list[int]:
+    """Makes bundles stage shards of `staged_size` bytes, as many small bundles would (runners in
+    this process put a whole small input in few bundles); returns a list that grows by one per
+    record batch a merge copies."""
+    real = sink.ShardWriter
+    monkeypatch.setattr(sink, "ShardWriter", lambda features, open_shard, options: real(
+        features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size)))
+    copied = []
+    original = ShardWriter.write_batch
+
+    def counting_write_batch(self, batch):
+        copied.append(batch.num_rows)
+        original(self, batch)
+
+    monkeypatch.setattr(ShardWriter, "write_batch", counting_write_batch)
+    return copied
+
+
+def test_bundle_repeat_during_the_merge_writes_once(tmp_path, monkeypatch):
+    out = tmp_path / "cache"
+    target = 50_000
+    copied = _stage_small_shards(monkeypatch, 5_000)
+    manifest = _write(out, 6_000, "--direct_runner_bundle_repeat=1", parts=30, shard_size_bytes=target)
+    assert copied, "shards must have been merged"
+    _assert_sizes(manifest, target)
+    _assert_exactly_once(out, range(6_000))
+
+
+def test_merge_retried_after_a_failure_midway_writes_once(tmp_path, monkeypatch):
+    out = tmp_path / "cache"
+    target = 50_000
+    copied = _stage_small_shards(monkeypatch, 5_000)
+    fired = []
+    counting = ShardWriter.write_batch
+
+    def failing_write_batch(self, batch):
+        counting(self, batch)
+        if len(copied) == 3 and not fired:  # a merge fails after copying batches; the runner retries it
+            fired.append(True)
+            raise RuntimeError("injected failure inside the merge")
+
+    monkeypatch.setattr(ShardWriter, "write_batch", failing_write_batch)
+    manifest = _write(out, 6_000, "--runner=BundleBasedDirectRunner", parts=30, shard_size_bytes=target)
+    assert fired, "the injected failure must have fired"
+    _assert_sizes(manifest, target)
+    _assert_exactly_once(out, range(6_000))
+
+
+# compact ------------------------------------------------------------------------------
+
+def test_compact_merges_500_tiny_shards_into_a_new_version(tmp_path, capsys):
+    out = str(tmp_path / "cache")
+    before = write_shards((_row(i) for i in range(500)), out, FEATURES, max_rows_per_shard=1,
+                          metadata={"source": "tiny"})
+    assert before.num_shards == 500
+    assert main(["compact", out, "--shard_size", "20KB"]) == 0
+    assert "into version 2" in capsys.readouterr().out
+    after = read_metadata(out)
+    assert after.version == 2 and after.metadata == {"source": "tiny"}
+    assert 1 < after.num_shards < 20
+    _assert_sizes(after, 20 << 10)
+    assert _ids(out) == list(range(500)), "rows keep their order"
+    assert verify(out).ok
+    old = ArrowBackend.open(out, version=1)
+    assert old.num_rows == 500 and old.slice(0, 500).column("id").to_pylist() == list(range(500))
+    assert [m.version for m in list_versions(out)] == [1, 2]
+    assert not os.path.exists(os.path.join(out, "_staging"))
+
+
+def test_compact_of_a_compact_cache_publishes_nothing(tmp_path, capsys):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(100)), out, FEATURES)
+    old, new = compact(out, 1 << 20)
+    assert new is None and read_metadata(out).version == 1
+    assert main(["compact", out]) == 0
+    assert "nothing to compact" in capsys.readouterr().out
+
+
+def test_compact_keeps_compression(tmp_path):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(300)), out, FEATURES, max_rows_per_shard=7, compression="zstd")
+    _, new = compact(out, 64 << 10)
+    assert new.compression == "zstd" and new.num_shards == 1
+    assert _ids(out) == list(range(300)) and verify(out).ok
+
+
+@pytest.mark.parametrize("text", ["0", "abc", "12XB", ""])
+def test_compact_refuses_a_bad_size(tmp_path, text, capsys):
+    with pytest.raises(SystemExit):
+        main(["compact", str(tmp_path), "--shard_size", text])
