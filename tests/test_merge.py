@@ -7,12 +7,15 @@ import collections
 import dataclasses
 import os
 import random
+import signal
+import subprocess
+import sys
 
 import apache_beam as beam
 import pytest
 
 from _reliability import assert_clean_cache
-from _support import options
+from _support import clean_up, options
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata, sink, verify, write_shards
 from beam_shards.backend import ArrowBackend
 from beam_shards.cli import main
@@ -208,3 +211,24 @@ def test_compact_keeps_compression(tmp_path):
 def test_compact_refuses_a_bad_size(tmp_path, text, capsys):
     with pytest.raises(SystemExit):
         main(["compact", str(tmp_path), "--shard_size", text])
+
+
+# SIGKILL ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kill_after", [1, 7])
+def test_sigkill_during_the_merge_publishes_nothing_and_a_rerun_writes_once(tmp_path, monkeypatch, kill_after):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(10_000, 10_100)), out, FEATURES)
+    script = os.path.join(os.path.dirname(__file__), "scripts", "kill_in_merge.py")
+    run = subprocess.run([sys.executable, script, out, str(kill_after)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
+    assert os.listdir(os.path.join(out, "_staging")), "the killed write must have staged files"
+    assert read_metadata(out).version == 1 and sorted(_ids(out)) == list(range(10_000, 10_100))
+    assert verify(out).ok
+    clean_up(out)
+    assert_clean_cache(out)
+    copied = _stage_small_shards(monkeypatch, 5_000)
+    manifest = _write(out, 6_000, parts=30, shard_size_bytes=50_000)
+    assert copied and manifest.version == 2
+    _assert_sizes(manifest, 50_000)
+    _assert_exactly_once(out, range(6_000))
