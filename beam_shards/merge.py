@@ -20,7 +20,8 @@ bin into one shard by copying its record batches in order:
   compressed again batch by batch (buffers only; rows are never decoded).
 - `compact` does this for the latest version of a published cache, keeping the row
   order, and publishes the result as a new version through `commit.publish` (mode
-  overwrite, the features, compression and metadata kept). Every shard of the new
+  overwrite, the features, compression and metadata kept), only if no other write
+  published meanwhile (else it publishes nothing). Every shard of the new
   version is a fresh copy staged under the compaction's write id, shards left whole
   included (copied batch by batch), so the older version stays readable as it was.
 """
@@ -38,6 +39,7 @@ from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
 from beam_shards.layout import CacheLayout, new_write_id
 from beam_shards.manifest import Manifest
+from beam_shards.shard_file import file_checksum
 from beam_shards.versions import read_metadata
 from beam_shards.writer import DEFAULT_SHARD_SIZE_BYTES, ShardWriter, WriterOptions, WrittenShard
 
@@ -117,13 +119,18 @@ def file_overhead(features: Features) -> int:
     return sink.getvalue().size
 
 
-def open_ipc(path: str, num_bytes: int) -> pa.ipc.RecordBatchFileReader:
-    """Opens a shard file for copying its batches, its size checked.
+def open_ipc(path: str, num_bytes: int, checksum: str) -> pa.ipc.RecordBatchFileReader:
+    """Opens a shard file for copying its batches, its size and checksum checked first (a merged
+    shard gets a checksum of its own, so damage in an input must be caught here, not carried on).
 
     Raises:
-      CorruptCacheError: the file is missing, of another size, or not an Arrow IPC file.
+      CorruptCacheError: the file is missing, of another size or checksum, or not an Arrow IPC file.
     """
     try:
+        found, size = file_checksum(path)
+        if (found, size) != (checksum, num_bytes):
+            raise CorruptCacheError(f"shard {path} to merge has {size} bytes and checksum {found}; "
+                                    f"{num_bytes} bytes and {checksum} were written")
         if fs.is_local(path):
             source = pa.memory_map(fs.local_path(path))
         else:
@@ -139,13 +146,14 @@ def open_ipc(path: str, num_bytes: int) -> pa.ipc.RecordBatchFileReader:
 
 def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
                  compression: str | None = None) -> WrittenShard:
-    """Copies the record batches of `inputs` (each with `path`, `num_rows` and `num_bytes`), in
+    """Copies the record batches of `inputs` (each with `path`, `num_rows`, `num_bytes`, `checksum`), in
     order, into one new shard opened by `open_shard(0)`; returns it.
 
     On failure the new shard's file is removed and the error raised.
 
     Raises:
-      CorruptCacheError: an input is missing, unreadable, or holds another number of rows.
+      CorruptCacheError: an input is missing, differs from its size or checksum, is
+        unreadable, or holds another number of rows.
     """
     total = sum(s.num_bytes for s in inputs)
     # Never rotate: the bin was planned whole (footer and compression changes stay far below this).
@@ -155,7 +163,7 @@ def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable
     try:
         for shard in inputs:
             path = shard.path
-            reader = open_ipc(path, shard.num_bytes)
+            reader = open_ipc(path, shard.num_bytes, shard.checksum)
             if not reader.schema.equals(schema, check_metadata=False):
                 raise CorruptCacheError(f"shard {path} has another schema than the write's features")
             rows = 0
@@ -184,6 +192,8 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
       CacheNotFoundError: no cache at `path`.
       CorruptCacheError: a shard is missing or does not match its manifest entry;
         nothing is published.
+      PublishError: another write published a version while this one compacted;
+        nothing is published (run it again).
     """
     options = WriterOptions(shard_size_bytes=shard_size_bytes)
     latest = read_metadata(path)
@@ -202,7 +212,7 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
             staged.append(merge_shards(inputs, latest.features, lambda _, i=index: open_staged(i), latest.compression))
         manifest = publish(path, write_id=write_id, features=latest.features, staged=staged,
                            options=WriterOptions(options.shard_size_bytes, compression=latest.compression),
-                           metadata=dict(latest.metadata), mode="overwrite")
+                           metadata=dict(latest.metadata), mode="overwrite", parent=latest.version)
     except BaseException:
         abandon(path, write_id)
         raise

@@ -19,6 +19,8 @@ from _support import clean_up, options
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata, sink, verify, write_shards
 from beam_shards.backend import ArrowBackend
 from beam_shards.cli import main
+from beam_shards import merge
+from beam_shards.errors import PublishError
 from beam_shards.merge import compact, is_small, plan_bins
 from beam_shards.versions import list_versions
 from beam_shards.writer import ShardWriter
@@ -232,3 +234,37 @@ def test_sigkill_during_the_merge_publishes_nothing_and_a_rerun_writes_once(tmp_
     assert copied and manifest.version == 2
     _assert_sizes(manifest, 50_000)
     _assert_exactly_once(out, range(6_000))
+
+
+def test_compact_refuses_a_damaged_shard_and_publishes_nothing(tmp_path, capsys):
+    out = str(tmp_path / "cache")
+    before = write_shards((_row(i) for i in range(50)), out, FEATURES, max_rows_per_shard=5)
+    damaged = os.path.join(out, before.shards[3].file)
+    with open(damaged, "r+b") as handle:  # a byte of a value: the Arrow structure stays valid
+        data = handle.read()
+        handle.seek(data.index(b"x" * 100) + 10)
+        handle.write(b"y")
+    assert main(["compact", out, "--shard_size", "1MB"]) == 1
+    assert "checksum" in capsys.readouterr().err
+    assert read_metadata(out).version == 1 and [m.version for m in list_versions(out)] == [1]
+    assert not os.path.exists(os.path.join(out, "_staging"))
+
+
+def test_compact_publishes_nothing_if_another_write_published_meanwhile(tmp_path, monkeypatch):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(50)), out, FEATURES, max_rows_per_shard=5)
+    real = merge.merge_shards
+
+    def merge_then_race(*args, **kwargs):
+        shard = real(*args, **kwargs)
+        if len(list_versions(out)) == 1:
+            write_shards((_row(i) for i in range(100, 110)), out, FEATURES, retention=None)
+        return shard
+
+    monkeypatch.setattr(merge, "merge_shards", merge_then_race)
+    with pytest.raises(PublishError, match="was published since"):
+        compact(out, 1 << 20)
+    latest = read_metadata(out)
+    assert latest.version == 2 and sorted(_ids(out)) == list(range(100, 110))
+    assert not os.path.exists(os.path.join(out, "_staging"))
+    assert verify(out).ok
