@@ -114,22 +114,27 @@ def test_eight_threads_with_a_large_target_give_one_shard(tmp_path):
     _assert_exactly_once(out, range(10_000))
 
 
-def test_small_target_over_many_bundles_leaves_at_most_one_small_shard(tmp_path):
+@pytest.mark.parametrize("num_rows", [6_000, 30_000])
+def test_small_target_over_many_bundles_leaves_at_most_one_small_shard(tmp_path, monkeypatch, num_rows):
     out = tmp_path / "cache"
     target = 200_000
-    manifest = _write(out, 30_000, *MULTI_THREADED, parts=60, shard_size_bytes=target)
+    copied = _stage_small_shards(monkeypatch, None)
+    manifest = _write(out, num_rows, *MULTI_THREADED, parts=60, shard_size_bytes=target)
+    if num_rows == 6_000:  # 8 bundles of about 90 KB each
+        assert copied, "shards must have been merged"
     _assert_sizes(manifest, target)
     assert max(s.num_bytes for s in manifest.shards) <= target
-    _assert_exactly_once(out, range(30_000))
+    _assert_exactly_once(out, range(num_rows))
 
 
-def _stage_small_shards(monkeypatch, staged_size: int) -> list[int]:
-    """Makes bundles stage shards of `staged_size` bytes, as many small bundles would (runners in
-    this process put a whole small input in few bundles); returns a list that grows by one per
-    record batch a merge copies."""
+def _stage_small_shards(monkeypatch, staged_size: int | None) -> list[int]:
+    """Makes bundles stage shards of `staged_size` bytes (None: as they would), as many small
+    bundles would (runners in this process put a whole small input in few bundles); returns a
+    list that grows by one per record batch a merge copies."""
     real = sink.ShardWriter
-    monkeypatch.setattr(sink, "ShardWriter", lambda features, open_shard, options: real(
-        features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size)))
+    if staged_size is not None:
+        monkeypatch.setattr(sink, "ShardWriter", lambda features, open_shard, options: real(
+            features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size)))
     copied = []
     original = ShardWriter.write_batch
 
