@@ -273,3 +273,27 @@ def test_compact_publishes_nothing_if_another_write_published_meanwhile(tmp_path
     assert latest.version == 2 and sorted(_ids(out)) == list(range(100, 110))
     assert not os.path.exists(os.path.join(out, "_staging"))
     assert verify(out).ok
+
+
+# object stores ----------------------------------------------------------------------
+
+def test_merge_and_compact_on_an_object_store(tmp_path, monkeypatch):
+    import fake_object_store
+
+    root = tmp_path / "bucket"
+    root.mkdir()
+    monkeypatch.setenv(fake_object_store.ROOT_ENV, str(root))
+    path = "fakeobj://cache"
+    copied = _stage_small_shards(monkeypatch, 5_000)
+    manifest = _write(path, 2_000, parts=10, shard_size_bytes=50_000)
+    assert copied, "shards must have been merged"
+    _assert_sizes(manifest, 50_000)
+    assert sorted(_ids(path)) == list(range(2_000)) and verify(path).ok
+    objects = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
+    assert not [o for o in objects if "_staging" in o], objects
+    monkeypatch.undo()
+    monkeypatch.setenv(fake_object_store.ROOT_ENV, str(root))
+    write_shards((_row(i) for i in range(100)), path, FEATURES, max_rows_per_shard=3)
+    _, new = compact(path, 20_000)
+    assert new.version == 3 and new.num_shards < 10
+    assert _ids(path) == list(range(100)) and verify(path).ok
