@@ -108,7 +108,7 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
             options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
-            parent: int | None = None) -> Manifest:
+            parent: int | None = None, kept: dict[int, ShardInfo] | None = None) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -124,6 +124,8 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
       mode: "overwrite", "append" or "error".
       parent: publish only as the version after this one (a rewrite of it, such as
         `compact`); if another write published first, nothing is published.
+      kept: shards of the latest version that the new one lists again, by name and
+        unchanged, at the given positions; the staged shards fill the others in order.
 
     Returns:
       The manifest of the version holding this write.
@@ -143,6 +145,9 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             names = [shard_name(write_id, i, len(ordered)) for i in range(len(ordered))]
             _move_into_place(layout, ordered, names)
             shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, ordered))
+            if kept:
+                new = iter(shards)
+                shards = tuple(kept[i] if i in kept else next(new) for i in range(len(shards) + len(kept)))
             try:
                 manifest = _commit(layout, write_id, features, shards, options.compression, metadata, mode, parent)
             except (CacheExistsError, SchemaMismatchError, PublishError):

@@ -21,9 +21,10 @@ bin into one shard by copying its record batches in order:
 - `compact` does this for the latest version of a published cache, keeping the row
   order, and publishes the result as a new version through `commit.publish` (mode
   overwrite, the features, compression and metadata kept), only if no other write
-  published meanwhile (else it publishes nothing). Every shard of the new
-  version is a fresh copy staged under the compaction's write id, shards left whole
-  included (copied batch by batch), so the older version stays readable as it was.
+  published meanwhile (else it publishes nothing). Merged shards are staged under
+  the compaction's write id; shards left whole are listed again by name, not copied
+  (as an append lists the shards it keeps), so the older version stays readable as
+  it was and gc removes a shard only once no kept version lists it.
 """
 
 from __future__ import annotations
@@ -205,14 +206,17 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
     write_id = new_write_id()
     open_staged = staged_shards(layout.new_attempt(write_id))
     try:
-        staged = []
+        staged, kept = [], {}
         for index, indices in enumerate(bins):
+            if len(indices) == 1:
+                kept[index] = latest.shards[indices[0]]
+                continue
             inputs = [WrittenShard(layout.shard(latest.shards[i].file), latest.shards[i].num_rows,
                                    latest.shards[i].num_bytes, latest.shards[i].checksum) for i in indices]
             staged.append(merge_shards(inputs, latest.features, lambda _, i=index: open_staged(i), latest.compression))
         manifest = publish(path, write_id=write_id, features=latest.features, staged=staged,
                            options=WriterOptions(options.shard_size_bytes, compression=latest.compression),
-                           metadata=dict(latest.metadata), mode="overwrite", parent=latest.version)
+                           metadata=dict(latest.metadata), mode="overwrite", parent=latest.version, kept=kept)
     except BaseException:
         abandon(path, write_id)
         raise

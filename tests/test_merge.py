@@ -297,3 +297,22 @@ def test_merge_and_compact_on_an_object_store(tmp_path, monkeypatch):
     _, new = compact(path, 20_000)
     assert new.version == 3 and new.num_shards < 10
     assert _ids(path) == list(range(100)) and verify(path).ok
+
+
+def test_compact_lists_large_shards_again_without_copying(tmp_path):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(0, 300)), out, FEATURES, shard_size_bytes=20_000, retention=None)
+    write_shards((_row(i) for i in range(300, 330)), out, FEATURES, mode="append", max_rows_per_shard=3,
+                 retention=None)
+    write_shards((_row(i) for i in range(330, 600)), out, FEATURES, mode="append", shard_size_bytes=20_000,
+                 retention=None)
+    before = read_metadata(out)
+    _, new = compact(out, 20_000)
+    large = [s.file for s in before.shards if not is_small(s.num_bytes, 20_000)]
+    assert [s.file for s in new.shards if s.file in large] == large, "large shards are listed again, in order"
+    assert new.num_shards < before.num_shards
+    _assert_sizes(new, 20_000)
+    assert _ids(out) == list(range(600)) and verify(out).ok
+    assert ArrowBackend.open(out, version=before.version).num_rows == 600
+    clean_up(out)
+    assert verify(out).ok and read_metadata(out, version=before.version).num_rows == 600
