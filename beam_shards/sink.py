@@ -150,7 +150,7 @@ class _MergeBinFn(beam.DoFn):
         self._layout = CacheLayout(path)
         self._features = features
         self._options = options
-        self._merged = Metrics.counter(counters.NAMESPACE, "shards_merged")
+        self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
 
     def process(self, element: tuple[str, list[WrittenShard]]):
         write_id, shards = element
@@ -200,7 +200,10 @@ class WriteToArrowShards(beam.PTransform):
     column, which skips Beam's per-element cost for sources that read in batches.
 
     Each bundle encodes its examples against `features` and writes size-rotated Arrow
-    IPC shards into `<path>/_staging/`; one finalize step then gives them their final
+    IPC shards into `<path>/_staging/`; staged shards under half of `shard_size_bytes`
+    are then merged, in parallel, into shards near it by copying their record batches
+    (whatever the runner's bundles, at most one published shard is under half the
+    target), and one finalize step gives the shards their final
     names and commits them as the next version (`_versions/<N>.json`, created only if
     absent, then `_metadata.json`). Readers see the old version or the new, never a
     mix, and a reader that opened an older version keeps reading it until retention

@@ -316,3 +316,21 @@ def test_compact_lists_large_shards_again_without_copying(tmp_path):
     assert ArrowBackend.open(out, version=before.version).num_rows == 600
     clean_up(out)
     assert verify(out).ok and read_metadata(out, version=before.version).num_rows == 600
+
+
+def test_compact_failing_midway_publishes_nothing_and_leaves_no_staging(tmp_path, monkeypatch):
+    out = str(tmp_path / "cache")
+    write_shards((_row(i) for i in range(60)), out, FEATURES, max_rows_per_shard=2)
+    real, calls = merge.merge_shards, []
+
+    def fail_on_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full (injected)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(merge, "merge_shards", fail_on_second)
+    with pytest.raises(OSError, match="injected"):
+        compact(out, 2_000)
+    assert len(calls) == 2 and read_metadata(out).version == 1 and _ids(out) == list(range(60))
+    assert_clean_cache(out)
