@@ -290,14 +290,18 @@ class WriteToArrowShards(beam.PTransform):
             | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
             # Bins are spread over workers; each is merged by one DoFn call.
             | "SpreadBins" >> beam.Reshuffle()
-            | "MergeBins" >> beam.ParDo(_MergeBinFn(self._path, self._features, self._options)))
+            | "MergeBins" >> beam.ParDo(_MergeBinFn(self._path, self._features, self._options))
+            # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
+            | "PairMerged" >> beam.Map(lambda shard: (None, shard))
+            | "GroupMerged" >> beam.GroupByKey()
+            | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
         return do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
             AsSingleton(write_id), AsList(merged), AsList(write_ids))
 
     def display_data(self) -> dict[str, Any]:
-        options, overhead = self._options, file_overhead(self._features)
+        options = self._options
         return {
             "path": DisplayDataItem(self._path, label="Cache path"),
             "mode": DisplayDataItem(self._mode, label="Mode"),
