@@ -6,6 +6,7 @@
     beam-shards head PATH [-n 5] [--columns image label] [--version N]
     beam-shards show PATH --out grid.png [-n 64] [--version N]
     beam-shards gc PATH [--keep K] [--min_age 7d] [--dry-run]   retention, and what killed writes left
+    beam-shards compact PATH [--shard_size 128MB]   merge small shards into a new version
 
 Exit status: 0 when all is well, 1 when the cache has a problem, 2 for a usage error
 or a path that is not a cache.
@@ -32,8 +33,10 @@ from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
 from beam_shards.images import open_image
+from beam_shards.writer import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 from beam_shards.manifest import Manifest
+from beam_shards.merge import compact
 from beam_shards.shard_file import ShardFile
 from beam_shards.versions import list_versions, read_metadata
 
@@ -314,6 +317,31 @@ def _gc(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compact(args: argparse.Namespace) -> int:
+    old, new = compact(args.path, args.shard_size)
+    if new is None:
+        say(f"nothing to compact in {args.path}: version {old.version} has {old.num_shards:,} shard(s) and no two "
+            f"of them fit together under {human_size(args.shard_size)}")
+        return EXIT_OK
+    say(f"compacted version {old.version} ({old.num_shards:,} shards) into version {new.version} "
+        f"({new.num_shards:,} shards, {human_size(new.num_bytes)}, {new.num_rows:,} rows); "
+        f"version {old.version} stays until retention (`beam-shards gc`) removes it")
+    return EXIT_OK
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """A size like `128MB`, `200KB`, `1GiB` or `65536` (bytes; K, M and G are powers of 1024)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = match and _SIZE_UNITS.get(match.group(2).lower())
+    if not unit or float(match.group(1)) * unit < 1:
+        raise argparse.ArgumentTypeError(f"expected a size like 128MB, 200KB or 65536; got {text!r}")
+    return int(float(match.group(1)) * unit)
+
+
 def duration(text: str) -> datetime.timedelta:
     """A duration like `7d`, `12h`, `30m`, `45s` or `0`, for `--min_age`."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
@@ -395,9 +423,18 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     gc.set_defaults(run=_gc)
 
+    compact_ = commands.add_parser(
+        "compact", help="merge small shards into shards near the target size, as a new version",
+        description="Merge the shards of the latest version at PATH that are under half of SIZE into shards of "
+                    "about SIZE by copying their record batches (rows keep their order), and publish the result as "
+                    "a new version; the old version stays readable until retention removes it.")
+    compact_.add_argument("--shard_size", type=byte_size, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
+                          help="target shard size, like 128MB or 200KB (default 128MB)")
+    compact_.set_defaults(run=_compact)
+
     for command in (info, verify, head, show):
         command.add_argument("--version", type=positive_int, metavar="N", help="the version to read (default: the latest)")
-    for command in (info, log, verify, head, show, gc):
+    for command in (info, log, verify, head, show, gc, compact_):
         command.add_argument("path", metavar="PATH", help="the cache folder")
     return parser
 

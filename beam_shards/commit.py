@@ -107,7 +107,8 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
 
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
-            options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite") -> Manifest:
+            options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
+            parent: int | None = None, kept: dict[int, ShardInfo] | None = None) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -121,13 +122,17 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
       options: the writer options (their compression is recorded).
       metadata: free user metadata; for an append without any, the latest version's.
       mode: "overwrite", "append" or "error".
+      parent: publish only as the version after this one (a rewrite of it, such as
+        `compact`); if another write published first, nothing is published.
+      kept: shards of the latest version that the new one lists again, by name and
+        unchanged, at the given positions; the staged shards fill the others in order.
 
     Returns:
       The manifest of the version holding this write.
 
     Raises:
-      PublishError: a staged shard is gone from both places, or other writers kept
-        publishing first; nothing was published.
+      PublishError: a staged shard is gone from both places, other writers kept
+        publishing first, or one did so after `parent`; nothing was published.
       CacheExistsError, SchemaMismatchError: the mode does not allow publishing over
         the cache that is there now; nothing was published.
     """
@@ -136,12 +141,15 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     with cache_lock(layout):
         manifest = find_published(path, write_id)
         if manifest is None:
-            ordered = sorted(staged, key=_staged_order)
+            ordered = sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(ordered)) for i in range(len(ordered))]
             _move_into_place(layout, ordered, names)
             shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, ordered))
+            if kept:
+                new = iter(shards)
+                shards = tuple(kept[i] if i in kept else next(new) for i in range(len(shards) + len(kept)))
             try:
-                manifest = _commit(layout, write_id, features, shards, options.compression, metadata, mode)
+                manifest = _commit(layout, write_id, features, shards, options.compression, metadata, mode, parent)
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
@@ -187,10 +195,13 @@ def _parse_time(text: str) -> datetime.datetime:
 
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tuple[ShardInfo, ...],
-            compression: str | None, metadata: dict[str, Any], mode: str) -> Manifest:
+            compression: str | None, metadata: dict[str, Any], mode: str, parent: int | None = None) -> Manifest:
     path = layout.path
     for _ in range(MAX_COMMIT_ATTEMPTS):
         latest = latest_committed(path)
+        if parent is not None and (latest is None or latest.version != parent):
+            raise PublishError(f"write {write_id} rewrites version {parent} of {path}, but version "
+                               f"{latest.version if latest else None} was published since; nothing was published")
         _check_mode(path, features, compression, mode, latest, check_compression=True)
         if latest is not None and not version_numbers(path):
             _adopt_format1(layout, latest, write_id)
@@ -238,7 +249,7 @@ def update_pointer(layout: CacheLayout) -> Manifest | None:
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
 
-def _staged_order(shard: WrittenShard) -> tuple[str, int, str]:
+def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
     # part-100000 after part-99999: numbered names sort by length first within a folder.
     folder, _, name = shard.path.replace("\\", "/").rpartition("/")
     return folder, len(name), name

@@ -142,12 +142,21 @@ class ShardFile:
         Raises:
           FileNotFoundError: the shard is missing. OSError: it cannot be read.
         """
-        crc = size = 0
-        with fs.open_read(self.path) as handle:
-            while chunk := handle.read(_CHUNK):
-                crc = zlib.crc32(chunk, crc)
-                size += len(chunk)
-        return format_checksum(crc), size
+        return file_checksum(self.path)
+
+
+def file_checksum(path: str) -> tuple[str, int]:
+    """The checksum of the file at `path` and its size, read in chunks (memory stays small).
+
+    Raises:
+      FileNotFoundError: the file is missing. OSError: it cannot be read.
+    """
+    crc = size = 0
+    with fs.open_read(path) as handle:
+        while chunk := handle.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return format_checksum(crc), size
 
 
 def _removed_hint(manifest: Manifest) -> str:

@@ -8,9 +8,15 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
   bundles never collide; a failed attempt removes its files. Only the shards of
   committed bundles travel on, through a shuffle that makes the list stable.
+- merge: so that shard sizes do not follow the runner's bundles, one step plans bins
+  of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
+  reshuffle spreads the bins over workers, and each bin's record batches are copied
+  into one new staged shard in a fresh attempt folder (a retried or repeated merge
+  never collides with another). A bin of one shard passes through unchanged.
 - finalize: `commit.publish` moves the listed shards to their final names and commits
   them as the next version; run again, it finds its version and publishes nothing
-  more. Then the write's staging goes, and retention runs (`gc.py`).
+  more. Then the write's staging goes (with the merged inputs and any abandoned
+  merge attempt), and retention runs (`gc.py`).
 """
 
 from __future__ import annotations
@@ -25,12 +31,13 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import counters, fs
-from beam_shards.commit import check_write, publish, remove_staging, staged_shards
+from beam_shards.commit import check_write, publish, remove_staging, staged_order, staged_shards
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.gc import Retention, collect_garbage
 from beam_shards.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.manifest import Manifest
+from beam_shards.merge import file_overhead, merge_shards, plan_bins
 from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
                                 WriterOptions, WrittenShard, split_key)
 
@@ -117,6 +124,45 @@ class _WriteBundleFn(beam.DoFn):
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
 
 
+def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
+    """The bins to merge, from every committed bundle's shards: `(write id, shards)` pairs.
+
+    Sorted by staged path first, so a retried plan makes the same bins whatever order
+    the shuffle gave. Shards stay with their write id's staging (only runners with an
+    empty write id side input stage under more than one).
+    """
+    by_write: dict[str, list[WrittenShard]] = {}
+    for write_id, shard in sorted(grouped, key=lambda item: (item[0], staged_order(item[1]))):
+        by_write.setdefault(write_id, []).append(shard)
+    bins = []
+    for write_id, shards in sorted(by_write.items()):
+        for indices in plan_bins([s.num_bytes for s in shards], options.shard_size_bytes,
+                                 rows=[s.num_rows for s in shards], max_rows=options.max_rows_per_shard,
+                                 overhead=overhead):
+            bins.append((write_id, [shards[i] for i in indices]))
+    return bins
+
+
+class _MergeBinFn(beam.DoFn):
+    """Merges one bin of staged shards into one new staged shard; a bin of one shard passes through."""
+
+    def __init__(self, path: str, features: Features, options: WriterOptions):
+        self._layout = CacheLayout(path)
+        self._features = features
+        self._options = options
+        self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
+
+    def process(self, element: tuple[str, list[WrittenShard]]):
+        write_id, shards = element
+        if len(shards) == 1:
+            yield write_id, shards[0]
+            return
+        attempt = self._layout.new_attempt(write_id)
+        merged = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression)
+        self._merged.inc(len(shards))
+        yield write_id, merged
+
+
 class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
@@ -129,14 +175,15 @@ class _FinalizeFn(beam.DoFn):
         self._mode = mode
         self._retention = retention
 
-    def process(self, unused: Any, write_id: Any, staged: list[tuple[str, WrittenShard]]):
+    def process(self, unused: Any, write_id: Any, staged: list[tuple[str, WrittenShard]],
+                every_write_id: list[str] = ()):
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         manifest = publish(self._path, write_id=write_id, features=self._features, staged=[s for _, s in staged],
                            options=self._options, metadata=self._metadata, mode=self._mode)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         layout = CacheLayout(self._path)
-        for other in sorted({w for w, _ in staged} - {write_id}):
+        for other in sorted(({w for w, _ in staged} | set(every_write_id)) - {write_id}):
             with best_effort(f"remove the staging of write {other}", self._path):
                 remove_staging(layout, other)
         if self._retention is not None:
@@ -153,7 +200,10 @@ class WriteToArrowShards(beam.PTransform):
     column, which skips Beam's per-element cost for sources that read in batches.
 
     Each bundle encodes its examples against `features` and writes size-rotated Arrow
-    IPC shards into `<path>/_staging/`; one finalize step then gives them their final
+    IPC shards into `<path>/_staging/`; staged shards under half of `shard_size_bytes`
+    are then merged, in parallel, into shards near it by copying their record batches
+    (whatever the runner's bundles, at most one published shard is under half the
+    target), and one finalize step gives the shards their final
     names and commits them as the next version (`_versions/<N>.json`, created only if
     absent, then `_metadata.json`). Readers see the old version or the new, never a
     mix, and a reader that opened an older version keeps reading it until retention
@@ -233,11 +283,22 @@ class WriteToArrowShards(beam.PTransform):
                                            AsSingleton(write_id))
             # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
             | "Pair" >> beam.Map(lambda shard: (None, shard))
-            | "GroupShards" >> beam.GroupByKey()
+            | "GroupShards" >> beam.GroupByKey())
+        options, overhead = self._options, file_overhead(self._features)
+        merged = (
+            staged
+            | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
+            # Bins are spread over workers; each is merged by one DoFn call.
+            | "SpreadBins" >> beam.Reshuffle()
+            | "MergeBins" >> beam.ParDo(_MergeBinFn(self._path, self._features, self._options))
+            # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
+            | "PairMerged" >> beam.Map(lambda shard: (None, shard))
+            | "GroupMerged" >> beam.GroupByKey()
             | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
+        write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
         return do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
-            AsSingleton(write_id), AsList(staged))
+            AsSingleton(write_id), AsList(merged), AsList(write_ids))
 
     def display_data(self) -> dict[str, Any]:
         options = self._options

@@ -284,6 +284,12 @@ class ShardWriter:
             self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])
             offset += rows
 
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Adds one record batch already in Arrow form as it is (no re-slicing), after what is buffered;
+        rotation works as for any batch. Merging shards copies batches through here."""
+        self._flush()
+        self._write_batch(batch)
+
     def close(self) -> list[WrittenShard]:
         """Writes what is buffered, closes the open shard and returns all shards written."""
         self._flush()
