@@ -197,7 +197,7 @@ class ShardWriter:
         ...     return f"shard-{index}.arrow", files[-1]
         >>> writer = ShardWriter(features, open_shard, WriterOptions(shard_size_bytes=1 << 20))
         >>> for i in range(10):
-        ...     writer.add({"x": i}, key=i)
+        ...     _ = writer.add({"x": i}, key=i)
         >>> [s.num_rows for s in writer.close()]
         [10]
 
