@@ -334,3 +334,23 @@ def test_compact_failing_midway_publishes_nothing_and_leaves_no_staging(tmp_path
         compact(out, 2_000)
     assert len(calls) == 2 and read_metadata(out).version == 1 and _ids(out) == list(range(60))
     assert_clean_cache(out)
+
+
+def _one_huge_row(example: dict) -> dict:
+    return {**example, "text": "y" * 300_000} if example["id"] == 777 else example
+
+
+def test_one_oversized_row_among_small_shards_keeps_a_shard_of_its_own(tmp_path, monkeypatch):
+    """The writer gives a row larger than the target a shard of its own; the merge leaves that
+    shard alone (it is no small shard) and packs the small ones around it."""
+    out = tmp_path / "cache"
+    target = 100_000
+    copied = _stage_small_shards(monkeypatch, 8_000)
+    manifest = _write(out, 6_000, parts=30, transform=beam.Map(_one_huge_row), shard_size_bytes=target)
+    assert copied, "shards must have been merged"
+    huge = [s for s in manifest.shards if s.num_bytes > target]
+    assert len(huge) == 1 and huge[0].num_rows == 1, [(s.num_rows, s.num_bytes) for s in manifest.shards]
+    _assert_sizes(manifest, target)
+    _assert_exactly_once(out, range(6_000))
+    print(f"\nMERGE one oversized row: {manifest.num_shards} shards, sizes "
+          f"{sorted(s.num_bytes for s in manifest.shards)}")
