@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, Feature, _family,
-                                       _Invalid, cast_safely, kind)
+from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
+                                       _family, _Invalid, cast_numbers, cast_safely, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 
@@ -82,6 +82,14 @@ class Value(Feature):
     def _batch_sources(self) -> tuple[str, ...]:
         return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
                 "string": ("string", "binary")}.get(self.dtype, (_family(self.arrow_type()),))
+
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        if self.dtype not in NUMERIC_DTYPES:
+            return super()._cast_array(array, field)
+        try:
+            return cast_numbers(array, self.dtype)
+        except CastError as error:
+            raise _Invalid(str(error), field, self, array[error.index].as_py(), error.index) from None
 
     def _as_int(self, value: Any, field: str) -> int:
         if isinstance(value, (bool, np.bool_)):
@@ -189,7 +197,7 @@ class ClassLabel(Feature):
             array = ids
         return super().check_array(array, field)
 
-    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+    def _check_values(self, array: pa.Array, field: str) -> None:
         bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
