@@ -33,5 +33,7 @@ def short_repr(value: Any, limit: int = 80) -> str:
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
+        if tuple(shape) == () and hasattr(value, "item"):  # a numpy scalar: its value says more
+            return f"{type(value).__name__} {clip(repr(value.item()), limit)}"
         return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
     return f"{type(value).__name__} {clip(repr(value), limit)}"

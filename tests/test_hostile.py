@@ -468,6 +468,28 @@ INDICES_CASES = [
     ("list with None", [1, None], TypeError, ["None"]),
     ("past the end", [0, 10], IndexError, ["index 10", "10 rows"]),
     ("before the start", np.array([-11]), IndexError, ["index -11"]),
+    ("int past uint64", [2**64], IndexError, ["index 18446744073709551616", "10 rows"]),
+    ("int past uint64 after a good one", [1, 2**70], IndexError, ["index 1180591620717411303424"]),
+    ("negative int past int64", [-2**64], IndexError, ["index -18446744073709551616"]),
+]
+# ShardedDataset[start:stop:step] and a view's.
+DATASET_SLICE_CASES = [
+    ("bool start", slice(True, 3), TypeError, ["slice start", "bool"]),
+    ("bool stop", slice(0, np.True_), TypeError, ["slice stop", "bool"]),
+    ("bool step", slice(0, 3, False), TypeError, ["slice step", "bool"]),
+    ("float stop", slice(0, 2.5), TypeError, ["slice stop", "2.5"]),
+    ("string start", slice("1", None), TypeError, ["slice start", "'1'"]),
+]
+# ArrowBackend.iter_batches(shard_indices) of a cache of 3 shards.
+SHARD_IDS_CASES = [
+    ("float", [1.0], TypeError, ["shard index", "1.0"]),
+    ("bool", [True], TypeError, ["shard index", "bool"]),
+    ("numpy floats", np.array([0.0, 1.0]), TypeError, ["shard index", "0.0"]),
+    ("a string", "0", TypeError, ["shard_indices", "'0'"]),
+    ("an int", 2, TypeError, ["shard_indices", "int 2"]),
+    ("past the end", [3], IndexError, ["shard index 3", "3 shards"]),
+    ("negative", [-1], IndexError, ["shard index -1"]),
+    ("huge", [2**70], IndexError, ["shard index 1180591620717411303424"]),
 ]
 # ArrowBackend.slice(start, length).
 SLICE_CASES = [
@@ -514,6 +536,21 @@ def test_indices_corpus(index_cache, indices, expected, words):
     assert_every_reader_refuses(readers, indices, expected, words)
 
 
+@pytest.mark.parametrize("bounds, expected, words", cases(DATASET_SLICE_CASES))
+def test_dataset_slice_corpus(index_cache, bounds, expected, words):
+    dataset = ShardedDataset(index_cache)
+    assert_every_reader_refuses({"ShardedDataset[]": dataset.__getitem__, "a view's []": dataset[1:].__getitem__},
+                                bounds, expected, words)
+
+
+@pytest.mark.parametrize("shard_indices, expected, words", cases(SHARD_IDS_CASES))
+def test_shard_ids_corpus(index_cache, shard_indices, expected, words):
+    backend = ArrowBackend.open(index_cache)
+    assert backend.num_shards == 3
+    assert_every_reader_refuses({"ArrowBackend.iter_batches": lambda ids: list(backend.iter_batches(ids))},
+                                shard_indices, expected, words)
+
+
 @pytest.mark.parametrize("arguments, expected, words", cases(SLICE_CASES))
 def test_slice_corpus(index_cache, arguments, expected, words):
     assert_every_reader_refuses({"ArrowBackend.slice": lambda args: ArrowBackend.open(index_cache).slice(*args)},
@@ -527,6 +564,8 @@ def test_numpy_ints_of_every_width_still_index(index_cache):
         assert backend.get_row(dtype(7)) == {"id": 7}
     assert backend.slice(np.int64(2), np.uint64(3)).column("id").to_pylist() == [2, 3, 4]
     assert backend.take([]).num_rows == 0 and ShardedDataset(index_cache)[np.array([], dtype=np.uint64)] == []
+    assert [row["id"] for row in ShardedDataset(index_cache)[np.int64(8):np.uint8(2):-3]] == [8, 5]
+    assert [b.num_rows for b in backend.iter_batches(np.array([2, 0], dtype=np.uint8))] == [2, 4]
 
 
 # ---- pipelines -------------------------------------------------------------------------------
