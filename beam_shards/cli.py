@@ -68,11 +68,16 @@ def _label_feature(feature: Feature) -> ClassLabel | None:
 
 
 def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of one shard holding only `columns`: other columns are not read."""
+    """The record batches of one shard holding only `columns` (other columns are not read),
+    then a check that they hold the rows the manifest says."""
     shard = ShardFile(manifest, shard_id)
     reader = shard.open(columns=columns, stream=True)
+    rows = 0
     for index in range(reader.num_record_batches):
-        yield shard.read_batch(reader, index)
+        batch = shard.read_batch(reader, index)
+        rows += batch.num_rows
+        yield batch
+    shard.check_rows(rows)
 
 
 def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
@@ -84,7 +89,8 @@ def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
     damaged shard) are counted as they are.
 
     Raises:
-      CorruptCacheError: a shard is missing, unreadable or does not match the manifest.
+      CorruptCacheError: a shard is missing, unreadable or does not match the manifest
+        (its rows included).
     """
     labels = [name for name, feature in manifest.features.items() if _label_feature(feature)]
     counts = {name: collections.Counter() for name in labels}

@@ -28,7 +28,7 @@ from beam_shards.errors import CacheNotFoundError
 from beam_shards.layout import STAGING_DIR, CacheLayout, classify, is_write_id, parse_version_name, write_id_time
 from beam_shards.lock import cache_lock
 from beam_shards.manifest import Manifest
-from beam_shards.versions import list_versions, read_pointer, read_version
+from beam_shards.versions import read_pointer, read_version, version_numbers
 
 DEFAULT_KEEP = 2
 DEFAULT_MIN_AGE = datetime.timedelta(days=7)
@@ -102,7 +102,7 @@ def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int |
     """
     numbers = sorted(m.version for m in versions)
     by_number = {m.version: m for m in versions}
-    kept = set(numbers[-retention.keep:]) | ({pointer} if pointer is not None else set())
+    kept = set(numbers[-retention.keep:]) | ({pointer} & set(numbers) if pointer is not None else set())
     for older, newer in zip(numbers, numbers[1:]):
         superseded = _time(by_number[newer].created)
         if superseded is None or now - superseded < retention.min_age:
@@ -149,14 +149,22 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
       CorruptCacheError: a manifest cannot be read, so which shards belong to which
         version is unknown; nothing is removed then.
     """
-    files = fs.walk(path) if _is_folder(path) else {}
-    try:
-        pointer: int | None = read_pointer(path).version
+    try:  # before the listing, so every version up to the pointer's is in it
+        latest: Manifest | None = read_pointer(path)
     except CacheNotFoundError:
-        pointer = None
-    numbers = sorted({n for n in (parse_version_name(r[len("_versions/"):]) for r in files
-                                  if r.startswith("_versions/")) if n is not None})
-    versions = [read_version(path, n) for n in numbers] or (list_versions(path) if pointer is not None else [])
+        latest = None
+    pointer = latest.version if latest is not None else None
+    files = fs.walk(path) if _is_folder(path) else {}
+    numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
+    found = {}
+    for number in numbers:
+        try:
+            found[number] = read_version(path, number)
+        except FileNotFoundError:  # removed by another gc since the listing
+            continue
+    if latest is not None:
+        found.setdefault(latest.version, latest)  # a format-1 cache, or a listing that missed it
+    versions = [found[n] for n in sorted(found)]
     if pointer is None and not versions and not _holds_our_layout(path, files):
         raise CacheNotFoundError(f"{path} is not a beam_shards cache (no _metadata.json, no versions) and holds no "
                                  "staging a beam_shards write left; nothing removed")

@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, _family, _Invalid, _lengths, _null_mask,
-                                       _offsets, _restore_nulls, cast_numbers, cast_safely, kind, row_of)
+                                       _offsets, _restore_nulls, cast_numbers, cast_safely, check_nullable, kind,
+                                       row_of)
 
 # Every int of at most this magnitude is exact as a float64.
 _EXACT_INT_IN_FLOAT64 = 2**53
@@ -39,13 +40,14 @@ class Array(Feature):
         shape = tuple(shape)
         if not shape:
             raise FeatureError("Array needs at least one dimension; use Value for scalars")
-        if any(d is None for d in shape[1:]) or any(d is not None and (not isinstance(d, int) or d < 1) for d in shape):
+        if any(d is None for d in shape[1:]) or any(
+                d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < 1) for d in shape):
             raise FeatureError(f"Array shape must be positive ints, the first may be None; got {shape}")
         if dtype not in NUMERIC_DTYPES:
             raise FeatureError(f"Array dtype must be one of {', '.join(NUMERIC_DTYPES)}; got {dtype!r}")
         self.shape = shape
         self.dtype = dtype
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
         self._row_size = math.prod(shape[1:])
         self._np_dtype = np.dtype(dtype)
 

@@ -147,6 +147,13 @@ class Feature:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
 
+def check_nullable(nullable: Any) -> bool:
+    """`nullable` as a bool; raises FeatureError for anything else (such as "no" in a JSON file)."""
+    if not isinstance(nullable, (bool, np.bool_)):
+        raise FeatureError(f"nullable must be True or False; got {nullable!r}")
+    return bool(nullable)
+
+
 def kind(cls: type[Feature]) -> type[Feature]:
     """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
     _KINDS[cls.__name__] = cls

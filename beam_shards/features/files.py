@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from beam_shards import fs, images
 from beam_shards.display import human_size
-from beam_shards.features.base import Feature, _Invalid, kind
+from beam_shards.features.base import Feature, _Invalid, check_nullable, kind
 
 
 class _EncodedFile(Feature):
@@ -24,7 +24,7 @@ class _EncodedFile(Feature):
     _default_nullable = True
 
     def __init__(self, *, nullable: bool = True):
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         return pa.large_binary()

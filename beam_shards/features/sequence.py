@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _offsets, _restore_nulls,
-                                       feature_from_dict, kind, row_of)
+                                       check_nullable, feature_from_dict, kind, row_of)
 
 
 @kind
@@ -21,7 +21,7 @@ class Sequence(Feature):
         if not isinstance(feature, Feature):
             raise FeatureError(f"Sequence takes a feature, like Sequence(Value('int64')); got {feature!r}")
         self.feature = feature
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         return pa.large_list(pa.field("item", self.feature.arrow_type(), nullable=self.feature.nullable))

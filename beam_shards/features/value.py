@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
-                                       _family, _Invalid, cast_numbers, cast_safely, kind)
+                                       _family, _Invalid, cast_numbers, cast_safely, check_nullable, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 
@@ -32,7 +33,7 @@ class Value(Feature):
         if dtype not in VALUE_DTYPES:
             raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}; got {dtype!r}")
         self.dtype = dtype
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         if self.dtype == "string":
@@ -135,7 +136,8 @@ class ClassLabel(Feature):
       num_classes: the number of classes, when they have no names.
 
     Raises:
-      FeatureError: neither or both of `names` and `num_classes`, or duplicate names.
+      FeatureError: neither or both of `names` and `num_classes`, duplicate names, names
+        that are not a list, or a `num_classes` that is not a positive int.
     """
 
     def __init__(self, *, names: list[str] | None = None, num_classes: int | None = None,
@@ -143,15 +145,19 @@ class ClassLabel(Feature):
         if (names is None) == (num_classes is None):
             raise FeatureError("ClassLabel takes exactly one of names= or num_classes=")
         if names is not None:
+            if isinstance(names, (str, bytes, Mapping)):
+                raise FeatureError(f"ClassLabel names must be a list of class names; got {names!r}")
             names = [str(name) for name in names]
             if len(set(names)) != len(names):
                 raise FeatureError(f"ClassLabel names must be unique; got {names}")
             num_classes = len(names)
-        if num_classes is None or num_classes < 1:
+        if isinstance(num_classes, (bool, np.bool_)) or not isinstance(num_classes, (int, np.integer)):
+            raise FeatureError(f"ClassLabel num_classes must be an int; got {num_classes!r}")
+        if num_classes < 1:
             raise FeatureError(f"ClassLabel needs at least one class; got {num_classes}")
         self.names = names
         self.num_classes = int(num_classes)
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
         self._ids = {name: i for i, name in enumerate(names or ())}
 
     def str2int(self, name: str) -> int:
