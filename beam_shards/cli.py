@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
-from beam_shards.display import human_size
+from beam_shards.display import human_size, printable
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
 from beam_shards.images import open_image
@@ -43,15 +43,6 @@ CAPTION_HEIGHT = 14
 
 class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
-
-
-def printable(text: str) -> str:
-    """`text` with each character a terminal would act on (escape sequences and other
-    control characters, bidirectional overrides, line separators) shown escaped, as
-    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def say(*lines: str, file: TextIO | None = None) -> None:

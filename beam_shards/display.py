@@ -1,7 +1,7 @@
 """Short text forms for people: sizes in decimal units, and values cut to a length.
 
-Used in error messages (`short_repr`), by the command line and by each feature kind's
-`describe`.
+Used in error messages (`short_repr`, `printable`), by the command line and by each
+feature kind's `describe`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,16 @@ def human_size(num_bytes: float) -> str:
 def clip(text: str, limit: int = 80) -> str:
     """`text` cut to `limit` characters, ending in "..." when it was cut."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """`text` with each character a terminal would act on (escape sequences and other
+    control characters, bidirectional overrides, line separators) shown escaped, as
+    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal nor
+    break a message into lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def short_repr(value: Any, limit: int = 80) -> str:

@@ -1,26 +1,35 @@
 """Hostile input and damaged caches: every bad file, row, index or manifest gets a clear error.
 
 Each corpus is a table, one case a line: a name, the input, the error class expected
-and words its message must hold. Add a case by adding a line; MANIFEST_CASES and
-SHARD_CASES hold crafted caches. Every test runs under a timeout, so a hang fails
-instead of stalling the suite.
+and words its message must hold. Add a case by adding a line. ENCODE_CASES give each
+value both as an example dict and as an Arrow column: both must store the same or
+refuse it. MANIFEST_CASES and SHARD_CASES hold crafted caches that every reader and
+command must answer with a clear error. Every test runs under a timeout, so a hang
+fails instead of stalling the suite.
 
 Hypothesis also mutates valid images (cuts, byte flips, inserted and deleted bytes):
 each must be refused with a ValueError or accepted, and what is accepted opens with
 Pillow. Damage inside compressed pixel data (a JPEG scan, GIF or WebP data) is seen
 only by decoding, which the checks do not do; the tally printed at the end counts how
-often such bytes were accepted. Set BEAM_SHARDS_HYPOTHESIS_SCALE=10 for a longer search.
+often such bytes were accepted. It mutates manifests too (values replaced by any JSON,
+keys deleted or added, list items repeated, NaN or 1e999 written raw, then bytes cut,
+flipped or inserted): every reader must give a clear error or the rows the cache held.
+Set BEAM_SHARDS_HYPOTHESIS_SCALE=10 (or more) for a longer search.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import copy
 import io
 import json
 import os
 import re
 import shutil
 import struct
+import tempfile
+import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
@@ -38,6 +47,7 @@ from beam_shards import (Array, ArrowBackend, CacheNotFoundError, ClassLabel, Co
                          encode_example, images, list_versions, read_metadata, verify, write_shards)
 from beam_shards.bad_inputs import read_bad_inputs
 from beam_shards.cli import printable
+from beam_shards.gc import find_garbage
 from beam_shards.layout import BAD_INPUTS_NAME, STAGING_DIR, CacheLayout
 from beam_shards.manifest import MAX_MANIFEST_BYTES
 from pipelines import common, image_folder, jsonl
@@ -1223,12 +1233,10 @@ def check_command(capsys, argv: list[str], expected: type | None, words: list[st
 
 # ---- fuzzing image bytes ---------------------------------------------------------------------
 
-@st.composite
-def mutated_images(draw) -> tuple[str, bytes]:
-    """A valid image with one to three cuts, byte flips, inserted or deleted runs of bytes."""
-    name = draw(st.sampled_from(sorted(VALID_IMAGES)))
-    data = bytearray(VALID_IMAGES[name])
-    for _ in range(draw(st.integers(1, 3))):
+def mutate_bytes(draw, data: bytes, max_mutations: int = 3) -> bytes:
+    """`data` with up to `max_mutations` cuts, byte flips, inserted or deleted runs of bytes."""
+    data = bytearray(data)
+    for _ in range(draw(st.integers(1, max_mutations))):
         kind = draw(st.sampled_from(["cut", "flip", "insert", "delete"]))
         at = draw(st.integers(0, max(len(data) - 1, 0)))
         if kind == "cut":
@@ -1239,19 +1247,31 @@ def mutated_images(draw) -> tuple[str, bytes]:
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "delete":
             del data[at:at + draw(st.integers(1, 64))]
-    return name, bytes(data)
+    return bytes(data)
 
 
-@pytest.fixture(scope="module")
-def fuzz_tally(request) -> collections.Counter:
-    """Outcomes of the fuzzed images, printed when the module finishes."""
+@st.composite
+def mutated_images(draw) -> tuple[str, bytes]:
+    """A valid image with one to three cuts, byte flips, inserted or deleted runs of bytes."""
+    name = draw(st.sampled_from(sorted(VALID_IMAGES)))
+    return name, mutate_bytes(draw, VALID_IMAGES[name])
+
+
+def printed_tally(request, describe: Callable[[collections.Counter], str]) -> Iterator[collections.Counter]:
+    """A count of outcomes for a fixture to yield; `describe(counts)` is printed when the module finishes."""
     outcomes: collections.Counter = collections.Counter()
     yield outcomes
     if outcomes:
-        print_uncaptured(request, [
-            f"FUZZ images: {outcomes['cases']} cases, {outcomes['refused']} refused with a ValueError, "
-            f"{outcomes['accepted']} accepted ({outcomes['pixels load']} with pixels that load, "
-            f"{outcomes['pixels damaged']} with damaged pixel data)"])
+        print_uncaptured(request, [describe(outcomes)])
+
+
+@pytest.fixture(scope="module")
+def fuzz_tally(request) -> Iterator[collections.Counter]:
+    """Outcomes of the fuzzed images."""
+    yield from printed_tally(request, lambda outcomes: (
+        f"FUZZ images: {outcomes['cases']} cases, {outcomes['refused']} refused with a ValueError, "
+        f"{outcomes['accepted']} accepted ({outcomes['pixels load']} with pixels that load, "
+        f"{outcomes['pixels damaged']} with damaged pixel data)"))
 
 
 def _load_pixels(data: bytes) -> bool:
@@ -1282,3 +1302,159 @@ def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case,
     fuzz_tally["accepted"] += 1
     fuzz_tally["pixels load" if _load_pixels(data) else "pixels damaged"] += 1
 
+
+# ---- fuzzing manifests -------------------------------------------------------------------------
+
+FUZZ_FEATURES = Features({"id": Value("int64"), "text": Value("string", nullable=True), "image": Image(),
+                          "label": ClassLabel(names=["cat", "dog"]), "tags": Sequence(Value("int32"))})
+
+
+def fuzz_rows(first: int, count: int) -> list[dict]:
+    return [{"id": i, "text": None if i % 4 == 0 else f"row {i}", "image": png(i % 3, size=4), "label": i % 2,
+             "tags": list(range(i % 3))} for i in range(first, first + count)]
+
+
+@pytest.fixture(scope="module")
+def fuzz_cache(tmp_path_factory) -> tuple[str, dict]:
+    """A cache of two versions, and the rows each holds: (path, {version: rows})."""
+    path = str(tmp_path_factory.mktemp("fuzz") / "cache")
+    rows = {1: fuzz_rows(0, 9), 2: fuzz_rows(100, 7)}
+    for version in (1, 2):
+        write_shards(rows[version], path, FUZZ_FEATURES, max_rows_per_shard=3)
+    return path, rows
+
+
+# Tokens a mutation may put in a manifest, so that some mutations pass the first checks.
+FUZZ_WORDS = ["beam_shards", "Value", "Sequence", "ClassLabel", "Image", "Array", "int64", "string", "zstd",
+              "append", "overwrite", "crc32:00000000", "", "\0", "../x.arrow",
+              "shard-20261123T000000Z-00000000-00000-of-00001.arrow"]
+JSON_SCALARS = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+                | st.sampled_from([0, 1, -1, 2, 3, 2**31, 2**62, 2**63, 2**64, 10**30])
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12) | st.sampled_from(FUZZ_WORDS))
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda children: st.lists(children, max_size=4)
+                           | st.dictionaries(st.text(max_size=8) | st.sampled_from(FUZZ_WORDS), children, max_size=4),
+                           max_leaves=8) | st.integers(1, 80).map(lambda depth: json.loads(nested(depth)))
+# Number literals Python's json writes only when asked, or not at all.
+RAW_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "-0", "7" * 5000, "1.0", "0x10"]
+
+
+def json_paths(node, prefix: tuple = ()) -> Iterator[tuple]:
+    """The path (keys and indices) of every value in parsed JSON, the root first."""
+    yield prefix
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield from json_paths(child, prefix + (key,))
+
+
+@st.composite
+def mutated_json(draw, data) -> str:
+    """`data` (parsed JSON) with one to three values replaced, keys deleted or added, list items
+    duplicated or numbers written as raw literals (NaN, 1e999...), as JSON text. Changes `data`."""
+    raw = {}
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(list(json_paths(data))))
+        parent = data
+        for key in path[:-1]:
+            parent = parent[key]
+        node = parent[path[-1]] if path else data
+        kind = draw(st.sampled_from(["replace", "delete", "add", "duplicate", "raw"]))
+        if kind == "add" and isinstance(node, dict):
+            node[draw(st.text(max_size=8) | st.sampled_from(FUZZ_WORDS))] = draw(JSON_VALUES)
+        elif kind == "duplicate" and isinstance(node, list) and node:
+            node.insert(draw(st.integers(0, len(node))), copy.deepcopy(draw(st.sampled_from(node))))
+        elif kind == "delete" and path:
+            del parent[path[-1]]
+        elif kind == "raw" and path:
+            placeholder = f"@@raw{len(raw)}@@"
+            raw[json.dumps(placeholder)] = draw(st.sampled_from(RAW_NUMBERS))
+            parent[path[-1]] = placeholder
+        elif path:
+            parent[path[-1]] = draw(JSON_VALUES)
+    text = json.dumps(data, ensure_ascii=draw(st.booleans()))
+    for placeholder, literal_text in raw.items():
+        text = text.replace(placeholder, literal_text)
+    return text
+
+
+# The manifest a case mutates, and reads: `_metadata.json` (None: the latest) or `_versions/<N>.json`.
+FUZZ_TARGETS = [None, 1, 2]
+CLEAR_ERRORS = (CorruptCacheError, CacheNotFoundError)  # VersionNotFoundError is a CacheNotFoundError
+
+
+def fuzz_readers(path: str, version: int | None) -> dict[str, Callable[[], object]]:
+    """Every reader the fuzz runs, by name: those named in ROW_READERS return the rows they read."""
+    def commands() -> None:
+        for argv in (["info", path], ["log", path], ["verify", path]):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = cli.main(argv + (["--version", str(version)] if version and argv[0] != "log" else []))
+            assert code in (0, 1, 2) and err.getvalue().count("\n") <= 1, (argv, code, err.getvalue())
+
+    return {
+        "ArrowBackend": lambda: ArrowBackend.open(path, version=version).slice(0, 10**6).to_pylist(),
+        "ShardedDataset": lambda: [row for row in ShardedDataset(path, version=version, image_mode="bytes")],
+        "read_metadata": lambda: read_metadata(path, version=version),
+        "list_versions": lambda: list_versions(path),
+        "verify": lambda: verify(path, version=version),
+        "find_garbage": lambda: find_garbage(path),
+        "commands": commands,
+    }
+
+
+ROW_READERS = ("ArrowBackend", "ShardedDataset")
+HANG_SECONDS = 20
+
+
+def fuzz_copy(source: str, target: str) -> None:
+    """`source` copied to `target`: shards hard-linked (readers never write them), manifests copied."""
+    for root, _, names in os.walk(source):
+        folder = os.path.join(target, os.path.relpath(root, source))
+        os.makedirs(folder, exist_ok=True)
+        for name in names:
+            copy_or_link = shutil.copyfile if name.endswith(".json") else os.link
+            copy_or_link(os.path.join(root, name), os.path.join(folder, name))
+
+
+@pytest.fixture(scope="module")
+def manifest_tally(request) -> Iterator[collections.Counter]:
+    """Outcomes of the fuzzed manifests."""
+    yield from printed_tally(request, lambda outcomes: (
+        f"FUZZ manifests: {outcomes['cases']} cases, {outcomes['clear error']} clear errors, "
+        f"{outcomes['right rows']} right rows, {outcomes['crash']} crashes, {outcomes['hang']} hangs "
+        f"(slowest {outcomes['slowest ms']} ms)"))
+
+
+@pytest.mark.timeout(600 + 60 * SCALE)
+@settings(max_examples=60 * SCALE, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(version=st.sampled_from(FUZZ_TARGETS), data=st.data())
+def test_mutated_manifests_give_a_clear_error_or_the_right_rows(fuzz_cache, manifest_tally, tmp_path, version, data):
+    source, rows = fuzz_cache
+    path = os.path.join(tempfile.mkdtemp(dir=tmp_path), "cache")
+    fuzz_copy(source, path)
+    where = manifest_file(path, version)
+    with open(where, "rb") as handle:
+        text = data.draw(mutated_json(json.loads(handle.read()))).encode("utf-8")
+    if data.draw(st.booleans()):
+        text = mutate_bytes(data.draw, text)
+    with open(where, "wb") as handle:
+        handle.write(text)
+    manifest_tally["cases"] += 1
+    outcome, start = "right rows", time.monotonic()
+    for name, read in fuzz_readers(path, version).items():
+        try:
+            got = read()
+        except CLEAR_ERRORS as error:
+            assert str(error) and "\n" not in str(error).strip(), f"{name}: {error!r}"
+            outcome = "clear error"
+            continue
+        except BaseException:
+            manifest_tally["crash"] += 1
+            raise
+        assert name not in ROW_READERS or got == rows[version or 2], f"{name} read other rows from {text[:2000]!r}"
+    elapsed = time.monotonic() - start
+    manifest_tally["slowest ms"] = max(manifest_tally["slowest ms"], round(1000 * elapsed))
+    manifest_tally["hang"] += elapsed > HANG_SECONDS
+    assert elapsed <= HANG_SECONDS, f"the readers took {elapsed:.0f} s"
+    manifest_tally[outcome] += 1
+    shutil.rmtree(path)

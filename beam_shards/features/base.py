@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.display import clip
+from beam_shards.display import clip, printable
 from beam_shards.errors import FeatureError
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -162,13 +162,14 @@ def kind(cls: type[Feature]) -> type[Feature]:
 
 def feature_from_dict(spec: Mapping[str, Any]) -> Feature:
     """Builds a feature from its `to_dict()` form. Raises FeatureError on a bad spec."""
-    if not isinstance(spec, Mapping) or spec.get("_type") not in _KINDS:
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("_type"), str) or spec["_type"] not in _KINDS:
         raise FeatureError(f"not a feature spec (needs _type in {sorted(_KINDS)}): {spec!r}")
     args = {k: v for k, v in spec.items() if k != "_type"}
     try:
         return _KINDS[spec["_type"]]._from_args(args)
     except (KeyError, TypeError) as error:
-        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {error}") from None
+        # Python's message may quote a key of the spec as it is, line breaks included.
+        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {printable(str(error))}") from None
 
 
 class CastError(ValueError):
