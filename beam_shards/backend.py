@@ -7,7 +7,7 @@ import operator
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -226,11 +226,12 @@ class ArrowBackend:
 
         With `shuffle`, shard order and batch order within each shard are shuffled
         by a generator seeded with `seed` (rows inside a batch keep their order).
+
+        Raises:
+          TypeError: `shard_indices` is not a sequence of ints (a bool, float or string
+            is not a shard index). IndexError: a shard index out of range.
         """
-        order = list(range(self.num_shards)) if shard_indices is None else [int(i) for i in shard_indices]
-        for shard_id in order:
-            if not 0 <= shard_id < self.num_shards:
-                raise IndexError(f"shard index {shard_id} out of range for {self.num_shards} shards")
+        order = list(range(self.num_shards)) if shard_indices is None else self._shard_ids(shard_indices)
         rng = np.random.default_rng(seed) if shuffle else None
         if rng is not None:
             order = [order[i] for i in rng.permutation(len(order))]
@@ -239,6 +240,21 @@ class ArrowBackend:
             batch_order = rng.permutation(len(batches)) if rng is not None else range(len(batches))
             for b in batch_order:
                 yield batches[b]
+
+    def _shard_ids(self, shard_indices: Sequence[int]) -> list[int]:
+        """`shard_indices` as a list of ints in range.
+
+        Raises:
+          TypeError: not a sequence of ints (bools, floats and strings are not). IndexError:
+            a shard index out of range.
+        """
+        if isinstance(shard_indices, (str, bytes)) or not isinstance(shard_indices, Iterable):
+            raise TypeError(f"shard_indices must be a sequence of ints; got {short_repr(shard_indices)}")
+        ids = [_as_int(i, "shard index") for i in shard_indices]
+        for shard_id in ids:
+            if not 0 <= shard_id < self.num_shards:
+                raise IndexError(f"shard index {shard_id} out of range for {self.num_shards} shards")
+        return ids
 
     def _shard(self, shard_id: int) -> _OpenShard:
         if os.getpid() != self._pid:
@@ -288,8 +304,22 @@ def check_index(index: int, length: int, what: str = "cache") -> int:
     """
     index = _as_int(index)
     if not -length <= index < length:
-        raise IndexError(f"index {index} out of range for a {what} of {length} rows")
+        raise _out_of_range(index, length, what)
     return index + length if index < 0 else index
+
+
+def check_slice(index: slice) -> slice:
+    """`index` with each of its bounds an int or None.
+
+    Raises:
+      TypeError: a bound is a bool, a float or a string (naming it).
+    """
+    bounds = {"start": index.start, "stop": index.stop, "step": index.step}
+    return slice(*(None if value is None else _as_int(value, f"slice {name}") for name, value in bounds.items()))
+
+
+def _out_of_range(index: int, length: int, what: str) -> IndexError:
+    return IndexError(f"index {index} out of range for a {what} of {length} rows")
 
 
 def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
@@ -307,14 +337,21 @@ def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = 
         raise ValueError(f"indices must be one-dimensional; got shape {idx.shape}")
     if idx.dtype.kind == "b" or _holds_bools(indices, idx):
         raise TypeError(f"indices must be ints, not bools; got {short_repr(indices)}")
+    if idx.dtype == object and idx.ndim == 1 and all(_is_int(i) for i in idx):
+        # numpy keeps ints past int64 and uint64 as objects: such an index is out of range.
+        raise _out_of_range(next(i for i in idx if not -length <= i < length), length, what)
     if idx.dtype.kind not in "iu" and idx.size:
         raise TypeError(f"indices must be ints; got {short_repr(indices)}")
     idx = idx.reshape(-1)
     bad = (idx < -length) | (idx >= length)
     if bad.any():
-        raise IndexError(f"index {int(idx[np.argmax(bad)])} out of range for a {what} of {length} rows")
+        raise _out_of_range(int(idx[np.argmax(bad)]), length, what)
     idx = idx.astype(np.int64, copy=False)
     return np.where(idx < 0, idx + length, idx)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _holds_bools(indices: Any, idx: np.ndarray) -> bool:

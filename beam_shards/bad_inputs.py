@@ -12,7 +12,11 @@ import json
 from typing import Any
 
 from beam_shards import fs
+from beam_shards.errors import CorruptCacheError
 from beam_shards.layout import CacheLayout
+from beam_shards.manifest import parse_json
+
+MAX_LINE_BYTES = 1 << 20
 
 
 def bad_inputs_path(path: str) -> str:
@@ -36,9 +40,32 @@ def write_bad_inputs(path: str, write_id: str, records: list[dict[str, Any]]) ->
 
 
 def read_bad_inputs(path: str) -> list[dict[str, Any]]:
-    """The records of the list beside the cache at `path` (empty when there is none)."""
+    """The records of the list beside the cache at `path` (empty when there is none).
+
+    Read line by line, each line at most `MAX_LINE_BYTES`, so a damaged list costs
+    bounded memory.
+
+    Raises:
+      CorruptCacheError: the list cannot be read, or a line of it is not a JSON object.
+    """
     source = bad_inputs_path(path)
     if not fs.exists(source):
         return []
-    data = fs.read_bytes(source)
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    records = []
+    try:
+        with fs.open_read(source) as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if line.strip():
+                    records.append(_record(line, f"{source}, line {number}"))
+    except OSError as error:
+        raise CorruptCacheError(f"cannot read {source}: {error}") from None
+    return records
+
+
+def _record(line: bytes, where: str) -> dict[str, Any]:
+    if len(line) > MAX_LINE_BYTES:
+        raise CorruptCacheError(f"{where} is longer than {MAX_LINE_BYTES:,} bytes")
+    record = parse_json(line, where)
+    if not isinstance(record, dict):
+        raise CorruptCacheError(f"{where} is not a JSON object")
+    return record

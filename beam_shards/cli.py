@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs
-from beam_shards.display import human_size
+from beam_shards.display import human_size, printable
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
 from beam_shards.images import open_image
@@ -48,15 +48,6 @@ class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
 
 
-def printable(text: str) -> str:
-    """`text` with each character a terminal would act on (escape sequences and other
-    control characters, bidirectional overrides, line separators) shown escaped, as
-    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def say(*lines: str, file: TextIO | None = None) -> None:
     """Prints each line made `printable`: everything the commands print goes through here."""
     print("\n".join(printable(line) for line in lines), file=file)
@@ -71,11 +62,16 @@ def _label_feature(feature: Feature) -> ClassLabel | None:
 
 
 def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of one shard holding only `columns`: other columns are not read."""
+    """The record batches of one shard holding only `columns` (other columns are not read),
+    then a check that they hold the rows the manifest says."""
     shard = ShardFile(manifest, shard_id)
     reader = shard.open(columns=columns, stream=True)
+    rows = 0
     for index in range(reader.num_record_batches):
-        yield shard.read_batch(reader, index)
+        batch = shard.read_batch(reader, index)
+        rows += batch.num_rows
+        yield batch
+    shard.check_rows(rows)
 
 
 def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
@@ -87,7 +83,8 @@ def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
     damaged shard) are counted as they are.
 
     Raises:
-      CorruptCacheError: a shard is missing, unreadable or does not match the manifest.
+      CorruptCacheError: a shard is missing, unreadable or does not match the manifest
+        (its rows included).
     """
     labels = [name for name, feature in manifest.features.items() if _label_feature(feature)]
     counts = {name: collections.Counter() for name in labels}

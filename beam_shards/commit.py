@@ -35,7 +35,7 @@ from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCac
 from beam_shards.features import Features
 from beam_shards.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
 from beam_shards.lock import cache_lock
-from beam_shards.manifest import MODES, Manifest, ShardInfo, check_metadata
+from beam_shards.manifest import MAX_DEPTH, MODES, Manifest, ShardInfo, check_metadata, json_depth
 from beam_shards.versions import latest_committed, read_pointer, read_version, version_numbers
 from beam_shards.writer import WriterOptions, WrittenShard
 
@@ -73,7 +73,8 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict
 
     Raises:
       TypeError: `features` is not a Features object.
-      ValueError: a bad path, mode or metadata, naming it.
+      ValueError: a bad path, mode or metadata, or features and metadata nested more
+        deeply than a manifest may be, naming it.
       CacheExistsError: `mode="error"` and a cache is already at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
@@ -83,6 +84,10 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
     metadata = check_metadata(metadata)
+    depth = json_depth({"features": features.to_dict(), "metadata": metadata})
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
+                         f"manifest may nest {MAX_DEPTH}")
     if mode != "overwrite":
         _check_mode(path, features, None, mode, latest_committed(path))
     return metadata

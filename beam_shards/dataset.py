@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_shards.backend import DEFAULT_MAX_OPEN_SHARDS, ArrowBackend, check_index, check_indices
+from beam_shards.backend import (DEFAULT_MAX_OPEN_SHARDS, ArrowBackend, check_index, check_indices,
+                                 check_slice)
 from beam_shards.decode import check_image_mode, decode_table
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
@@ -40,7 +41,8 @@ class ShardedDataset:
       CacheNotFoundError, CorruptCacheError: the cache cannot be opened.
       KeyError: a column that the cache does not have.
       IndexError: an index out of range (the message carries index and length).
-      TypeError: an index that is not an int (a bool, float, None or string).
+      TypeError: an index, or a slice bound, that is not an int (a bool, float, None or
+        string; None is a slice bound).
       ValueError: an index array of more than one dimension.
     """
 
@@ -79,7 +81,7 @@ class ShardedDataset:
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
         if isinstance(index, slice):
-            return self._view(self._indices[index])
+            return self._view(self._indices[check_slice(index)])
         if isinstance(index, (int, np.integer)):
             return self._fetch(self._global(np.array([check_index(index, len(self), "dataset")])))[0]
         return self.__getitems__(index)

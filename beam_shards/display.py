@@ -1,7 +1,7 @@
 """Short text forms for people: sizes in decimal units, and values cut to a length.
 
-Used in error messages (`short_repr`), by the command line and by each feature kind's
-`describe`.
+Used in error messages (`short_repr`, `printable`), by the command line and by each
+feature kind's `describe`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,16 @@ def clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def printable(text: str) -> str:
+    """`text` with each character a terminal would act on (escape sequences and other
+    control characters, bidirectional overrides, line separators) shown escaped, as
+    `\\x1b` or `\\u202e`, so that what a cache holds cannot rewrite the terminal nor
+    break a message into lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def short_repr(value: Any, limit: int = 80) -> str:
     """`repr` of a value cut to `limit` characters, with its type for bytes and arrays."""
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -33,5 +43,7 @@ def short_repr(value: Any, limit: int = 80) -> str:
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
+        if tuple(shape) == () and hasattr(value, "item"):  # a numpy scalar: its value says more
+            return f"{type(value).__name__} {clip(repr(value.item()), limit)}"
         return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
     return f"{type(value).__name__} {clip(repr(value), limit)}"

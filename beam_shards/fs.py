@@ -93,10 +93,29 @@ def open_read(path: str) -> BinaryIO:
     return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole content of a file, byte for byte (compressed files are not decompressed)."""
-    with open_read(os.fspath(path)) as handle:
-        return handle.read()
+class FileTooLargeError(OSError):
+    """A file holds more bytes than its reader takes."""
+
+
+def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The whole content of a file, byte for byte (compressed files are not decompressed).
+
+    Raises:
+      FileTooLargeError: the file holds more than `limit` bytes (a local file's size is
+        checked before reading; a remote one is read up to `limit + 1` bytes).
+    """
+    path = os.fspath(path)
+    with open_read(path) as handle:
+        if limit is None:
+            return handle.read()
+        # read(n) sets n bytes aside first: ask for what the file holds, not for the limit.
+        size = os.fstat(handle.fileno()).st_size if is_local(path) else limit
+        data = handle.read(size + 1) if size <= limit else b""
+        if size < len(data) <= limit:  # a local file that grew while it was read
+            data += handle.read(limit + 1 - len(data))
+    if size > limit or len(data) > limit:
+        raise FileTooLargeError(errno.EFBIG, f"more than {limit:,} bytes", path)
+    return data
 
 
 def exists(path: str) -> bool:
@@ -106,7 +125,8 @@ def exists(path: str) -> bool:
 
 
 def sizes(paths: list[str]) -> dict[str, int | None]:
-    """The size of each path, None where it does not exist; -1 where a local path is not a regular file."""
+    """The size of each path, None where it does not exist; -1 where a local path is not a
+    regular file (a folder, a FIFO, a device, a link that loops)."""
     if all(is_local(p) for p in paths):
         result: dict[str, int | None] = {}
         for p in paths:
@@ -114,6 +134,8 @@ def sizes(paths: list[str]) -> dict[str, int | None]:
                 info = os.stat(local_path(p))
             except (FileNotFoundError, NotADirectoryError):
                 result[p] = None
+            except OSError:
+                result[p] = -1
             else:
                 result[p] = info.st_size if stat.S_ISREG(info.st_mode) else -1
         return result

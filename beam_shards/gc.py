@@ -28,7 +28,7 @@ from beam_shards.errors import CacheNotFoundError
 from beam_shards.layout import STAGING_DIR, CacheLayout, classify, is_write_id, parse_version_name, write_id_time
 from beam_shards.lock import cache_lock
 from beam_shards.manifest import Manifest
-from beam_shards.versions import read_pointer, read_version
+from beam_shards.versions import read_pointer, read_version, version_numbers
 
 DEFAULT_KEEP = 2
 DEFAULT_MIN_AGE = datetime.timedelta(days=7)
@@ -155,8 +155,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
         latest = None
     pointer = latest.version if latest is not None else None
     files = fs.walk(path) if _is_folder(path) else {}
-    numbers = sorted({n for n in (parse_version_name(r[len("_versions/"):]) for r in files
-                                  if r.startswith("_versions/")) if n is not None})
+    numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
     found = {}
     for number in numbers:
         try:

@@ -26,6 +26,9 @@ POINTER_FORMAT_VERSION = 1
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
 MAX_MANIFEST_BYTES = 256 << 20
+# How deeply a manifest may nest lists and objects (features and metadata included), so that
+# every reader, the CLI and json.dumps handle it far from Python's recursion limit.
+MAX_DEPTH = 64
 _MAX_COUNT = 2**62
 _CHECKSUM = re.compile(r"^crc32:[0-9a-f]{8}$")
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
@@ -128,21 +131,11 @@ class Manifest:
         """Parses and checks the manifest bytes read from `where`, for the cache at `path`.
 
         Raises:
-          CorruptCacheError: not JSON, nested too deep, NaN or infinite numbers, or any
-            field missing or invalid; the message names `where` and the field.
+          CorruptCacheError: not UTF-8 JSON, nested more than `MAX_DEPTH` levels, NaN or
+            infinite numbers, or any field missing or invalid; the message names `where`
+            and the field.
         """
-        if len(raw) > MAX_MANIFEST_BYTES:
-            raise CorruptCacheError(f"{where} has {len(raw):,} bytes, more than a manifest may ({MAX_MANIFEST_BYTES:,})")
-        try:
-            data = json.loads(raw, parse_constant=_refuse_constant)
-        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
-            raise CorruptCacheError(f"{where} is not valid JSON ({error})") from None
-        except RecursionError:
-            raise CorruptCacheError(f"{where} is nested too deeply to be a manifest") from None
-        try:
-            return cls.from_dict(data, path, where)
-        except RecursionError:
-            raise CorruptCacheError(f"{where} has features nested too deeply") from None
+        return cls.from_dict(parse_json(raw, where), path, where)
 
     @classmethod
     def from_dict(cls, data: Any, path: str, where: str) -> Manifest:
@@ -162,6 +155,8 @@ class Manifest:
             raise CorruptCacheError(f"{where} has an unknown compression {_shown(data['compression'])}")
         if not isinstance(data["metadata"], dict) or not isinstance(data["writer"], dict):
             raise CorruptCacheError(f"{where}: \"metadata\" and \"writer\" must be JSON objects")
+        if not all(isinstance(value, str) for value in data["writer"].values()):
+            raise CorruptCacheError(f"{where}: \"writer\" must name each package's version as a string")
         try:
             features = Features.from_dict(data["features"])
         except FeatureError as error:
@@ -176,9 +171,14 @@ class Manifest:
         names = [s.file for s in shards]
         if len(set(names)) != len(names):
             raise CorruptCacheError(f"{where} lists a shard file more than once")
-        total = sum(s.num_rows for s in shards)
-        if type(data["num_rows"]) is not int or data["num_rows"] != total:
-            raise CorruptCacheError(f"{where} says num_rows={_shown(data['num_rows'])} but its shards hold {total} rows")
+        for field, unit in (("num_rows", "rows"), ("num_bytes", "bytes")):
+            total = sum(getattr(s, field) for s in shards)
+            if total >= _MAX_COUNT:
+                raise CorruptCacheError(f"{where} lists shards of {total} {unit} in all, more than a cache may hold")
+            # num_rows is required; num_bytes, a sum kept for people, is checked when present.
+            if field in data and (type(data[field]) is not int or data[field] != total):
+                raise CorruptCacheError(
+                    f"{where} says {field}={_shown(data[field])} but its shards hold {total} {unit}")
         version = data.get("version", 1)
         parent = data.get("parent_version")
         mode = data.get("mode", "overwrite")
@@ -189,6 +189,36 @@ class Manifest:
         return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
                    created=data.get("created", ""), parent_version=parent, mode=mode)
+
+
+def parse_json(raw: bytes, where: str) -> Any:
+    """`raw` read as UTF-8 JSON without NaN or infinities, nested at most `MAX_DEPTH` levels.
+
+    Raises:
+      CorruptCacheError: it is not, naming `where`.
+    """
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        too_deep = json_depth(data) > MAX_DEPTH
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+        raise CorruptCacheError(f"{where} is not valid JSON ({error})") from None
+    except RecursionError:  # deeper than Python's parser goes
+        too_deep = True
+    if too_deep:
+        raise CorruptCacheError(f"{where} is nested too deeply (more than {MAX_DEPTH} levels)")
+    return data
+
+
+def json_depth(value: Any) -> int:
+    """How many levels of lists and objects `value` (parsed JSON) nests: 0 for a number or a
+    string, 1 for a flat list. Counted level by level, so any depth is measured safely."""
+    depth, level = 0, [value]
+    while True:
+        containers = [node for node in level if isinstance(node, (dict, list))]
+        if not containers:
+            return depth
+        depth += 1
+        level = [item for node in containers for item in (node.values() if isinstance(node, dict) else node)]
 
 
 def _refuse_constant(name: str) -> None:

@@ -7,17 +7,22 @@ version, which `_metadata.json` follows. A format-1 cache (no `_versions/`) is v
 
 from __future__ import annotations
 
+import os
+
 from beam_shards import fs
 from beam_shards.errors import CacheNotFoundError, CorruptCacheError, VersionNotFoundError
 from beam_shards.layout import CacheLayout, parse_version_name
-from beam_shards.manifest import Manifest, size_problem
+from beam_shards.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 
 
 def _read(path: str, where: str) -> Manifest:
     try:
-        raw = fs.read_bytes(where)
+        raw = fs.read_bytes(where, limit=MAX_MANIFEST_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         raise
+    except fs.FileTooLargeError:
+        raise CorruptCacheError(f"{where} holds more than {MAX_MANIFEST_BYTES:,} bytes, more than a manifest may"
+                                ) from None
     except OSError as error:
         if not fs.is_local(where) and not fs.exists(where):
             raise FileNotFoundError(where) from None
@@ -53,11 +58,25 @@ def read_version(path: str, number: int) -> Manifest:
 
 
 def version_numbers(path: str) -> list[int]:
-    """The numbers of the versions in `_versions/`, oldest first (one listing)."""
+    """The numbers of the versions in `_versions/`, oldest first (one listing).
+
+    Locally every entry counts, not only files: a folder or a FIFO where a version
+    should be is that version, damaged, not a version that is gone.
+
+    Raises:
+      CorruptCacheError: `_versions/` cannot be listed.
+    """
     layout = CacheLayout(path)
-    if fs.is_local(path) and not fs.exists(layout.versions_dir):
-        return []
-    names = [p.replace("\\", "/").rsplit("/", 1)[-1] for p in fs.list_dir(layout.versions_dir)]
+    if fs.is_local(path):
+        folder = fs.local_path(layout.versions_dir)
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+        except OSError as error:
+            raise CorruptCacheError(f"cannot list {layout.versions_dir}: {error}") from None
+    else:
+        names = [p.rsplit("/", 1)[-1] for p in fs.list_dir(layout.versions_dir)]
     return sorted(n for n in map(parse_version_name, names) if n is not None)
 
 

@@ -165,7 +165,11 @@ def test_shard_replaced_by_one_of_another_schema(cache, tmp_path):
     write_shards((_example(i) for i in range(10)), other, other_features, batch_size=4)
     shard = _shard(cache, 0)
     shutil.copyfile(read_metadata(other).shard_path(0), shard)
-    edit_manifest(cache, lambda data: data["shards"][0].update(num_bytes=os.path.getsize(shard)))
+    def resize(data: dict) -> None:
+        data["shards"][0].update(num_bytes=os.path.getsize(shard))
+        data["num_bytes"] = sum(entry["num_bytes"] for entry in data["shards"])
+
+    edit_manifest(cache, resize)
     _assert_verify_reports(cache, "has schema", "large_list<item: int64 not null>")
     backend = ArrowBackend.open(cache)
     with pytest.raises(CorruptCacheError, match="shard 0 .* has schema"):

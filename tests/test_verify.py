@@ -115,6 +115,7 @@ def test_a_shard_of_another_schema(tmp_path, cache):
     data = manifest_data(path)
     data["shards"][3].update(num_bytes=os.path.getsize(shards[3]),
                              checksum=manifest_data(other)["shards"][0]["checksum"])
+    data["num_bytes"] = sum(shard["num_bytes"] for shard in data["shards"])
     save_manifest(path, data)
     report = verify(path)
     assert len(report.problems) == 1 and "has schema" in report.problems[0]

@@ -7,10 +7,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (NUMERIC_DTYPES, Feature, _lengths, _null_mask, _restore_nulls, cast_safely,
-                                       kind)
+from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, _family, _Invalid, _lengths, _null_mask,
+                                       _offsets, _restore_nulls, cast_numbers, cast_safely, check_nullable, kind,
+                                       row_of)
+
+# Every int of at most this magnitude is exact as a float64.
+_EXACT_INT_IN_FLOAT64 = 2**53
 
 
 @kind
@@ -22,6 +27,9 @@ class Array(Feature):
     without a copy. Values are cast only when no value changes: int64 values that
     do not fit int8 are an error, not a wrap, floats never become ints and ints
     become floats only when exact. Floats may round to a narrower float, never to inf.
+    An Arrow column (`Features.encode_batch`) holds per row lists nested as deep as the
+    shape, or the stored form (a fixed-size list of the flattened values); no None
+    inside an array, whichever way it comes.
 
     Args:
       shape: a tuple of positive ints; the first may be None.
@@ -32,13 +40,14 @@ class Array(Feature):
         shape = tuple(shape)
         if not shape:
             raise FeatureError("Array needs at least one dimension; use Value for scalars")
-        if any(d is None for d in shape[1:]) or any(d is not None and (not isinstance(d, int) or d < 1) for d in shape):
+        if any(d is None for d in shape[1:]) or any(
+                d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < 1) for d in shape):
             raise FeatureError(f"Array shape must be positive ints, the first may be None; got {shape}")
         if dtype not in NUMERIC_DTYPES:
             raise FeatureError(f"Array dtype must be one of {', '.join(NUMERIC_DTYPES)}; got {dtype!r}")
         self.shape = shape
         self.dtype = dtype
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
         self._row_size = math.prod(shape[1:])
         self._np_dtype = np.dtype(dtype)
 
@@ -47,7 +56,7 @@ class Array(Feature):
         return self.shape[0] is None
 
     def arrow_type(self) -> pa.DataType:
-        item = pa.from_numpy_dtype(np.dtype(self.dtype))
+        item = self._item_type()
         if not self.variable:
             return pa.list_(item, math.prod(self.shape))
         inner = pa.list_(item, self._row_size) if len(self.shape) > 1 else item
@@ -74,6 +83,11 @@ class Array(Feature):
             raise self._fail("ragged nested lists are not an array", field, value) from None
         if array.dtype == object:
             raise self._fail("ragged or non-numeric values are not an array", field, value)
+        if array.dtype.kind == "f" and not isinstance(value, np.ndarray):
+            try:
+                array = _with_exact_ints(value, array)
+            except ValueError as error:
+                raise self._fail(str(error), field, value) from None
         if array.shape == (0,) and self.variable and not isinstance(value, np.ndarray):
             array = array.reshape((0, *self.shape[1:]))  # [] is no rows, whatever the inner dimensions
         if array.ndim != len(self.shape) or any(d is not None and d != n for d, n in zip(self.shape, array.shape)):
@@ -84,6 +98,73 @@ class Array(Feature):
             raise self._fail(str(error), field, value) from None
         return np.ascontiguousarray(array)
 
+    def _batch_sources(self) -> tuple[str, ...]:
+        return ("list",)
+
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        """Lists nested as deep as the shape (or in the stored flat form), each of its
+        declared length, holding numbers only, cast as `encode` casts one array."""
+        lengths: list[np.ndarray] = []
+        values = array
+        for size in self._levels(array.type, field):
+            counts = _lengths(values)
+            if size is not None:
+                wrong = np.flatnonzero((counts != size) & values.is_valid().to_numpy(zero_copy_only=False))
+                if len(wrong):
+                    raise self._invalid(f"wrong shape: a list of {counts[wrong[0]]} where {size} are declared, "
+                                        f"expected {self.shape}", field, array, lengths, int(wrong[0]))
+            lengths.append(counts)
+            values = values.flatten()
+            if values.null_count:
+                raise self._invalid("None inside an array", field, array, lengths,
+                                    pc.index(values.is_null(), True).as_py())
+        if _family(values.type) not in ("bool", "int", "float", "null"):
+            raise _Invalid(f"a {array.type} column holds {values.type} values, not numbers", field, self, None)
+        try:
+            flat = cast_numbers(values, self.dtype) if values.type != pa.null() else pa.array([], self._item_type())
+        except CastError as error:
+            raise self._invalid(str(error), field, array, lengths, error.index) from None
+        return self._stored(flat, array)
+
+    def _levels(self, arrow_type: pa.DataType, field: str) -> tuple[int | None, ...]:
+        """The length of each level of lists in a column of `arrow_type` (None: any): the
+        shape for nested lists, or the flat shape of the stored form."""
+        depth, inner, sizes = 0, arrow_type, []
+        while _family(inner) == "list":
+            sizes.append(inner.list_size if pa.types.is_fixed_size_list(inner) else None)
+            depth, inner = depth + 1, inner.value_type
+        if depth == len(self.shape):
+            return self.shape
+        stored = (None, self._row_size) if self.variable else (math.prod(self.shape),)
+        if depth == len(stored) and all(s is None or s == n for s, n in zip(stored, sizes)):
+            return stored
+        raise _Invalid(f"wrong shape: a {arrow_type} column nests {depth} level(s) of lists, expected "
+                       f"{len(self.shape)} (shape {self.shape}) or the stored form {self.arrow_type()}",
+                       field, self, None)
+
+    def _invalid(self, reason: str, field: str, array: pa.Array, lengths: list[np.ndarray], position: int) -> _Invalid:
+        """An `_Invalid` for item `position` of the level below `lengths`, naming its row of `array`."""
+        for counts in reversed(lengths):
+            position = row_of(position, counts)
+        return _Invalid(reason, field, self, array[position].as_py(), position)
+
+    def _stored(self, flat: pa.Array, array: pa.Array) -> pa.Array:
+        """The numbers `flat` of the rows of `array` (none for its null rows) in the stored form."""
+        mask = array.is_null() if array.null_count else None
+        if not self.variable:
+            size = math.prod(self.shape)
+            if mask is not None:  # a null row takes `size` slots too
+                full = np.zeros((len(array), size), dtype=self.dtype)
+                valid = array.is_valid().to_numpy(zero_copy_only=False)
+                full[valid] = flat.to_numpy(zero_copy_only=False).reshape(-1, size)
+                flat = pa.array(full.reshape(-1))
+            return pa.FixedSizeListArray.from_arrays(flat, size, mask=mask)
+        child = pa.FixedSizeListArray.from_arrays(flat, self._row_size) if len(self.shape) > 1 else flat
+        return pa.LargeListArray.from_arrays(_offsets(_lengths(array)), child, mask=mask)
+
+    def _item_type(self) -> pa.DataType:
+        return pa.from_numpy_dtype(self._np_dtype)
+
     def build_array(self, values: list[Any]) -> pa.Array:
         mask = _null_mask(values)
         if not self.variable:
@@ -93,12 +174,11 @@ class Array(Feature):
             return pa.FixedSizeListArray.from_arrays(pa.array(flat), size, mask=mask)
         present = [v for v in values if v is not None]
         lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
         flat = np.concatenate([v.reshape(-1) for v in present]) if present else np.zeros(0, dtype=self.dtype)
         child = pa.array(flat)
         if len(self.shape) > 1:
             child = pa.FixedSizeListArray.from_arrays(child, self._row_size)
-        return pa.LargeListArray.from_arrays(pa.array(offsets), child, mask=mask)
+        return pa.LargeListArray.from_arrays(_offsets(lengths), child, mask=mask)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         """One numpy array of the declared shape per row: read-only views of Arrow memory
@@ -121,6 +201,31 @@ class Array(Feature):
 
     def _zeros(self) -> pa.Scalar:
         return pa.scalar(np.zeros(self.shape, dtype=self.dtype).reshape(-1), type=self.arrow_type())
+
+
+def _with_exact_ints(value: Any, array: np.ndarray) -> np.ndarray:
+    """`array`, which numpy made of the nested lists `value`, unless numpy rounded ints in it.
+
+    numpy reads ints too large for int64 beside other ints or floats as float64, so
+    they change. Ints alone are read again as uint64 or int64, whichever holds them
+    all; ints beside floats must be exact as floats.
+
+    Raises:
+      ValueError: no integer type holds all the ints, or an int changes as a float.
+    """
+    if not (np.abs(array) > _EXACT_INT_IN_FLOAT64).any():
+        return array
+    items = np.asarray(value, dtype=object)
+    ints = [x for x in items.flat if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))]
+    if len(ints) == items.size:
+        try:
+            return items.astype(np.int64 if min(ints) < 0 else np.uint64)
+        except OverflowError:
+            raise ValueError(f"values {min(ints)}..{max(ints)} do not fit one integer type") from None
+    changed = next((x for x in ints if float(x) != x), None)
+    if changed is not None:
+        raise ValueError(f"value {changed} cannot be stored as float64 without changing it")
+    return array
 
 
 def _numpy(values: pa.Array) -> np.ndarray:

@@ -18,13 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.display import clip
+from beam_shards.display import clip, printable
 from beam_shards.errors import FeatureError
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
 NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
 VALUE_DTYPES = NUMERIC_DTYPES + ("string", "binary")
+NONE_REQUIRED = "None where a value is required (declare nullable=True to allow it)"
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 # The feature kinds by the `_type` of their JSON form (filled by `kind`).
 _KINDS: dict[str, type[Feature]] = {}
 
@@ -95,23 +97,33 @@ class Feature:
         return _Invalid(reason, field, self, value)
 
     def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
-        """`array` cast safely to this feature's Arrow type and checked; raises `_Invalid` with the row."""
-        if _family(array.type) not in self._batch_sources() + ("null",):
+        """`array` cast to this feature's Arrow type and checked by the rules `encode` applies
+        to one value; raises `_Invalid` with the row."""
+        if isinstance(array, pa.ChunkedArray):
+            return by_chunk(array, lambda chunk: self.check_array(chunk, field), self.arrow_type())
+        family = _family(array.type)
+        if family not in self._batch_sources() + ("null",):
             raise _Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
-        errors = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
-        try:
-            array = array.cast(self.arrow_type(), safe=True)
-        except errors as error:
-            row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
-            raise _Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
-                           None if row is None else array[row].as_py(), row) from None
         if not self.nullable and array.null_count:
-            row = pc.index(array.is_null(), True).as_py()
-            raise _Invalid("None where a value is required (declare nullable=True to allow it)", field, self, None, row)
+            raise _Invalid(NONE_REQUIRED, field, self, None, pc.index(array.is_null(), True).as_py())
+        if family == "null":
+            return array.cast(self.arrow_type())
+        array = self._cast_array(array, field)
         self._check_values(array, field)
         return array
 
-    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        """`array` (of a family `_batch_sources` names) in this feature's Arrow type, no value
+        changed; raises `_Invalid` with the row. Kinds whose values hold numbers or items
+        cast them by the rules of their `encode`."""
+        try:
+            return array.cast(self.arrow_type(), safe=True)
+        except _ARROW_ERRORS as error:
+            row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
+            raise _Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
+                           None if row is None else array[row].as_py(), row) from None
+
+    def _check_values(self, array: pa.Array, field: str) -> None:
         """Checks what the Arrow type does not (class ids in range, complete images)."""
 
     def _batch_sources(self) -> tuple[str, ...]:
@@ -122,7 +134,7 @@ class Feature:
         if value is None:
             if self.nullable:
                 return None
-            raise self._fail("None where a value is required (declare nullable=True to allow it)", field, value)
+            raise self._fail(NONE_REQUIRED, field, value)
         return self.encode(value, field)
 
     def _nullable_repr(self) -> str:
@@ -135,6 +147,13 @@ class Feature:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
 
+def check_nullable(nullable: Any) -> bool:
+    """`nullable` as a bool; raises FeatureError for anything else (such as "no" in a JSON file)."""
+    if not isinstance(nullable, (bool, np.bool_)):
+        raise FeatureError(f"nullable must be True or False; got {nullable!r}")
+    return bool(nullable)
+
+
 def kind(cls: type[Feature]) -> type[Feature]:
     """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
     _KINDS[cls.__name__] = cls
@@ -143,18 +162,28 @@ def kind(cls: type[Feature]) -> type[Feature]:
 
 def feature_from_dict(spec: Mapping[str, Any]) -> Feature:
     """Builds a feature from its `to_dict()` form. Raises FeatureError on a bad spec."""
-    if not isinstance(spec, Mapping) or spec.get("_type") not in _KINDS:
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("_type"), str) or spec["_type"] not in _KINDS:
         raise FeatureError(f"not a feature spec (needs _type in {sorted(_KINDS)}): {spec!r}")
     args = {k: v for k, v in spec.items() if k != "_type"}
     try:
         return _KINDS[spec["_type"]]._from_args(args)
     except (KeyError, TypeError) as error:
-        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {error}") from None
+        # Python's message may quote a key of the spec as it is, line breaks included.
+        raise FeatureError(f"bad {spec['_type']} spec {dict(spec)!r}: {printable(str(error))}") from None
+
+
+class CastError(ValueError):
+    """A value `cast_safely` cannot cast unchanged; `index` is its position in the flattened array."""
+
+    def __init__(self, message: str, index: int = 0):
+        super().__init__(message)
+        self.index = index
 
 
 def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
     """Casts `array` to `dtype` when no value changes (beyond rounding a float to a
-    narrower float). Raises ValueError otherwise."""
+    narrower float, never to inf). Raises CastError (a ValueError) naming the first
+    value that would change, and its position."""
     target = np.dtype(dtype)
     source = array.dtype
     if source == target:
@@ -162,17 +191,19 @@ def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
     if not array.size:  # such as [] (float64 to numpy): no value to change
         return array.astype(target)
     if target.kind == "b" and source.kind != "b":
-        raise ValueError(f"cannot cast {source} to bool")
+        raise CastError(f"cannot cast {source} to bool")
     if target.kind in "iu":
         if source.kind in "iu":
             info = np.iinfo(target)
-            if array.size and (array.min() < info.min or array.max() > info.max):
-                raise ValueError(f"values {array.min()}..{array.max()} do not fit {target} ({info.min}..{info.max})")
+            outside = (array < info.min) | (array > info.max)
+            if outside.any():
+                raise CastError(f"values {array.min()}..{array.max()} do not fit {target} ({info.min}..{info.max})",
+                                int(np.argmax(outside.reshape(-1))))
         elif source.kind != "b":
-            raise ValueError(f"cannot cast {source} to {target} without losing values")
+            raise CastError(f"cannot cast {source} to {target} without losing values")
     elif target.kind == "f":
         if source.kind not in "biuf":
-            raise ValueError(f"cannot cast {source} to {target}")
+            raise CastError(f"cannot cast {source} to {target}")
         with np.errstate(over="ignore", invalid="ignore"):
             result = array.astype(target)
             # Rounding a float to a narrower float is expected; overflowing to inf or
@@ -182,9 +213,46 @@ def cast_safely(array: np.ndarray, dtype: str) -> np.ndarray:
             else:
                 changed = result.astype(source) != array
         if changed.any():
-            raise ValueError(f"value {array[changed].flat[0]} cannot be stored as {target} without changing it")
+            index = int(np.argmax(changed.reshape(-1)))
+            raise CastError(f"value {array.reshape(-1)[index]} cannot be stored as {target} without changing it", index)
         return result
     return array.astype(target)
+
+
+def cast_numbers(values: pa.Array, dtype: str) -> pa.Array:
+    """Arrow bools, ints or floats (nulls kept) cast to the numeric `dtype` by the rules of
+    `cast_safely`, so that a column is cast exactly as the values of one example are.
+
+    Raises:
+      CastError: naming the first value that would change and its position.
+    """
+    target = pa.from_numpy_dtype(np.dtype(dtype))
+    if values.type == target:
+        return values
+    mask = values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None
+    if mask is not None:
+        values = values.fill_null(pa.scalar(0, values.type) if values.type != pa.bool_() else False)
+    cast = cast_safely(values.to_numpy(zero_copy_only=False), dtype)
+    return pa.array(cast, type=target, mask=mask)
+
+
+def by_chunk(array: pa.ChunkedArray, check: Callable[[pa.Array], pa.Array], arrow_type: pa.DataType) -> pa.ChunkedArray:
+    """`check` applied to each chunk of `array`; an `_Invalid` it raises names the row in the whole array."""
+    checked, start = [], 0
+    for chunk in array.chunks:
+        try:
+            checked.append(check(chunk))
+        except _Invalid as invalid:
+            if invalid.row is not None:
+                invalid.row += start
+            raise
+        start += len(chunk)
+    return pa.chunked_array(checked, type=arrow_type)
+
+
+def row_of(position: int, lengths: np.ndarray) -> int:
+    """The list holding item `position` of the flattened items of lists of `lengths`."""
+    return int(np.searchsorted(np.cumsum(lengths), position, side="right"))
 
 
 def _family(arrow_type: pa.DataType) -> str:
@@ -200,10 +268,10 @@ def _family(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
-def _casts(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> bool:
+def _casts(array: pa.Array, target: pa.DataType) -> bool:
     try:
         array.cast(target, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+    except _ARROW_ERRORS:
         return False
     return True
 
@@ -216,6 +284,11 @@ def _null_mask(values: list[Any]) -> pa.Array | None:
 def _lengths(array: pa.Array) -> np.ndarray:
     """The length of each list in a list array (0 for null)."""
     return pc.list_value_length(array).fill_null(0).to_numpy().astype(np.int64)
+
+
+def _offsets(lengths: np.ndarray) -> pa.Array:
+    """The offsets of a list array whose lists have `lengths`."""
+    return pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
 
 
 def _restore_nulls(rows: list[Any], array: pa.Array) -> list[Any]:

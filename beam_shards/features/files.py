@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from beam_shards import fs, images
 from beam_shards.display import human_size
-from beam_shards.features.base import Feature, _Invalid, kind
+from beam_shards.features.base import Feature, _Invalid, check_nullable, kind
 
 
 class _EncodedFile(Feature):
@@ -24,7 +24,7 @@ class _EncodedFile(Feature):
     _default_nullable = True
 
     def __init__(self, *, nullable: bool = True):
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         return pa.large_binary()
@@ -41,6 +41,31 @@ class _EncodedFile(Feature):
         if isinstance(value, Mapping) and value.get("bytes") is None and isinstance(value.get("path"), str):
             return {**value, "path": change(value["path"])}
         return value
+
+    def encode(self, value: Any, field: str) -> bytes:
+        try:
+            data = self._to_bytes(value)
+            self.check_bytes(data)
+        except (ValueError, OSError) as error:
+            raise self._fail(str(error), field, value) from None
+        return data
+
+    def check_bytes(self, data: bytes) -> None:
+        """Raises ValueError when `data` cannot be this kind's file: the one check for a value
+        given alone (`encode`) and for each row of a column (`check_array`)."""
+        raise NotImplementedError
+
+    def _to_bytes(self, value: Any) -> bytes:
+        """The file's bytes that `value` gives; raises ValueError or OSError."""
+        raise NotImplementedError
+
+    def _check_values(self, array: pa.Array, field: str) -> None:
+        for row, data in enumerate(array.to_pylist()):
+            if data is not None:
+                try:
+                    self.check_bytes(data)
+                except ValueError as error:
+                    raise _Invalid(str(error), field, self, data, row) from None
 
     def _bytes_or_file(self, value: Any) -> bytes | None:
         """`value` itself when it is bytes, the file it names when it is a path or URI, else None.
@@ -67,13 +92,8 @@ class Image(_EncodedFile):
     decoding the pixels.
     """
 
-    def encode(self, value: Any, field: str) -> bytes:
-        try:
-            data = self._to_bytes(value)
-            images.sniff_format(data)
-        except (ValueError, OSError) as error:
-            raise self._fail(str(error), field, value) from None
-        return data
+    def check_bytes(self, data: bytes) -> None:
+        images.sniff_format(data)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         if image_mode == "bytes":
@@ -82,14 +102,6 @@ class Image(_EncodedFile):
 
     def _describe(self, value: bytes, limit: int) -> str:
         return images.describe(value)
-
-    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
-        for row, data in enumerate(array.to_pylist()):
-            if data is not None:
-                try:
-                    images.sniff_format(data)
-                except ValueError as error:
-                    raise _Invalid(str(error), field, self, data, row) from None
 
     def _to_bytes(self, value: Any) -> bytes:
         data = self._bytes_or_file(value)
@@ -112,15 +124,14 @@ class Image(_EncodedFile):
 class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
 
-    def encode(self, value: Any, field: str) -> bytes:
-        try:
-            data = self._bytes_or_file(value)
-        except OSError as error:
-            raise self._fail(str(error), field, value) from None
-        if data is None:
-            raise self._fail("expected video bytes or a path", field, value)
+    def check_bytes(self, data: bytes) -> None:
         if not data:
-            raise self._fail("empty video", field, value)
+            raise ValueError("empty video")
+
+    def _to_bytes(self, value: Any) -> bytes:
+        data = self._bytes_or_file(value)
+        if data is None:
+            raise ValueError("expected video bytes or a path")
         return data
 
     def _describe(self, value: bytes, limit: int) -> str:

@@ -123,9 +123,10 @@ class Features(Mapping[str, Feature]):
     def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
         """Checks rows already in Arrow form and returns them in this schema.
 
-        Columns are cast safely to the features' Arrow types (no overflow, no
-        truncation) and checked as `encode_example` checks values (class ids in range,
-        complete images, nulls only where allowed).
+        Columns are validated (offsets, lengths, UTF-8), then cast and checked by the
+        rules `encode_example` applies to one value: no value changes (no overflow, no
+        float that becomes inf, no int that a float cannot hold exactly), class ids in
+        range, complete images, nulls only where allowed, arrays of the declared shape.
 
         Raises:
           EncodeError: a missing or extra column, or a value that does not fit; names
@@ -142,8 +143,15 @@ class Features(Mapping[str, Feature]):
                               example=key, field=(missing or extra)[0])
         columns = []
         for name, feature in self._features.items():
+            column = batch.column(name)
             try:
-                columns.append(feature.check_array(batch.column(name), name))
+                # pyarrow trusts offsets and lengths: an invalid array must not reach its kernels.
+                column.validate(full=True)
+            except pa.ArrowInvalid as error:
+                raise EncodeError(f"not a valid Arrow array: {error}", example=key, field=name,
+                                  feature=repr(feature)) from None
+            try:
+                columns.append(feature.check_array(column, name))
             except _Invalid as invalid:
                 raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=repr(invalid.feature),
                                   got=None if invalid.value is None else short_repr(invalid.value),

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _restore_nulls, feature_from_dict,
-                                       kind)
+from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _offsets, _restore_nulls,
+                                       check_nullable, feature_from_dict, kind, row_of)
 
 
 @kind
@@ -21,7 +21,7 @@ class Sequence(Feature):
         if not isinstance(feature, Feature):
             raise FeatureError(f"Sequence takes a feature, like Sequence(Value('int64')); got {feature!r}")
         self.feature = feature
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         return pa.large_list(pa.field("item", self.feature.arrow_type(), nullable=self.feature.nullable))
@@ -42,23 +42,24 @@ class Sequence(Feature):
         child = self.feature
         return [child.encode_or_null(item, f"{field}[{i}]") for i, item in enumerate(value)]
 
-    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
-        for chunk_start, chunk in _chunks(array):
-            try:
-                self.feature.check_array(chunk.flatten(), f"{field}[]")
-            except _Invalid as invalid:
-                if invalid.row is not None:
-                    offsets = chunk.offsets.to_numpy() - chunk.offsets[0].as_py()
-                    invalid.row = chunk_start + int(np.searchsorted(offsets, invalid.row, side="right")) - 1
-                raise
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        """The items checked and cast by the item feature, as `encode` does item by item."""
+        lengths = _lengths(array)
+        try:
+            items = self.feature.check_array(array.flatten(), f"{field}[]")
+        except _Invalid as invalid:
+            if invalid.row is not None:
+                invalid.row = row_of(invalid.row, lengths)
+            raise
+        return pa.LargeListArray.from_arrays(_offsets(lengths), items, type=self.arrow_type(),
+                                             mask=array.is_null() if array.null_count else None)
 
     def build_array(self, values: list[Any]) -> pa.Array:
         mask = _null_mask(values)
         lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
         flat = [item for v in values if v is not None for item in v]
         child = self.feature.build_array(flat)
-        return pa.LargeListArray.from_arrays(pa.array(offsets), child, type=self.arrow_type(), mask=mask)
+        return pa.LargeListArray.from_arrays(_offsets(lengths), child, type=self.arrow_type(), mask=mask)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         """A list per row of the items decoded as the item feature decodes them."""
@@ -75,10 +76,3 @@ class Sequence(Feature):
         more = f", ... ({len(value)} items)" if len(value) > 6 else ""
         return "[" + ", ".join(items) + more + "]"
 
-
-def _chunks(array: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
-    """(first row, chunk) of an array or of each chunk of a chunked array."""
-    start = 0
-    for chunk in array.chunks if isinstance(array, pa.ChunkedArray) else [array]:
-        yield start, chunk
-        start += len(chunk)

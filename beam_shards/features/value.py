@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, Feature, _family,
-                                       _Invalid, cast_safely, kind)
+from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
+                                       _family, _Invalid, cast_numbers, cast_safely, check_nullable, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 
@@ -32,7 +33,7 @@ class Value(Feature):
         if dtype not in VALUE_DTYPES:
             raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}; got {dtype!r}")
         self.dtype = dtype
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
 
     def arrow_type(self) -> pa.DataType:
         if self.dtype == "string":
@@ -83,6 +84,14 @@ class Value(Feature):
         return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
                 "string": ("string", "binary")}.get(self.dtype, (_family(self.arrow_type()),))
 
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        if self.dtype not in NUMERIC_DTYPES:
+            return super()._cast_array(array, field)
+        try:
+            return cast_numbers(array, self.dtype)
+        except CastError as error:
+            raise _Invalid(str(error), field, self, array[error.index].as_py(), error.index) from None
+
     def _as_int(self, value: Any, field: str) -> int:
         if isinstance(value, (bool, np.bool_)):
             raise self._fail(f"expected an int for {self.dtype}, not a bool", field, value)
@@ -127,7 +136,8 @@ class ClassLabel(Feature):
       num_classes: the number of classes, when they have no names.
 
     Raises:
-      FeatureError: neither or both of `names` and `num_classes`, or duplicate names.
+      FeatureError: neither or both of `names` and `num_classes`, duplicate names, names
+        that are not a list, or a `num_classes` that is not a positive int.
     """
 
     def __init__(self, *, names: list[str] | None = None, num_classes: int | None = None,
@@ -135,15 +145,19 @@ class ClassLabel(Feature):
         if (names is None) == (num_classes is None):
             raise FeatureError("ClassLabel takes exactly one of names= or num_classes=")
         if names is not None:
+            if isinstance(names, (str, bytes, Mapping)):
+                raise FeatureError(f"ClassLabel names must be a list of class names; got {names!r}")
             names = [str(name) for name in names]
             if len(set(names)) != len(names):
                 raise FeatureError(f"ClassLabel names must be unique; got {names}")
             num_classes = len(names)
-        if num_classes is None or num_classes < 1:
+        if isinstance(num_classes, (bool, np.bool_)) or not isinstance(num_classes, (int, np.integer)):
+            raise FeatureError(f"ClassLabel num_classes must be an int; got {num_classes!r}")
+        if num_classes < 1:
             raise FeatureError(f"ClassLabel needs at least one class; got {num_classes}")
         self.names = names
         self.num_classes = int(num_classes)
-        self.nullable = nullable
+        self.nullable = check_nullable(nullable)
         self._ids = {name: i for i, name in enumerate(names or ())}
 
     def str2int(self, name: str) -> int:
@@ -189,7 +203,7 @@ class ClassLabel(Feature):
             array = ids
         return super().check_array(array, field)
 
-    def _check_values(self, array: pa.Array | pa.ChunkedArray, field: str) -> None:
+    def _check_values(self, array: pa.Array, field: str) -> None:
         bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
