@@ -362,6 +362,8 @@ ENCODE_CASES = [
     ("strings in an array", Array((2,), "float32"), ["a", "b"], REFUSED),
     ("a string as an array", Array((2,), "float32"), "ab", REFUSED),
     ("empty variable array", Array((None,), "float32"), [], ACCEPTED),
+    ("empty variable 2-D array", Array((None, 2), "bool"), [], ACCEPTED),
+    ("a row of no numbers in a variable 2-D array", Array((None, 2), "float32"), [[]], REFUSED),
     ("too long for its shape", Array((2,), "float32"), [1.0, 2.0, 3.0], REFUSED),
     ("nested lists of a 2-D shape", Array((2, 2), "float32"), [[1.0, 2.0], [3.0, 4.0]], ACCEPTED),
     ("nested lists of a 3-D shape", Array((None, 2, 3), "int16"), [[[1, 2, 3], [4, 5, 6]]], ACCEPTED),
@@ -401,16 +403,25 @@ ENCODE_CASES = [
 ]
 
 
-def written(path: str, features: Features, example) -> tuple[bool, str]:
-    """(True, the stored column as text) once `example` (a dict or a table) is written at `path`
-    and read back; (False, the field) when the write refuses it with an EncodeError."""
+def outcome(store: Callable[[], pa.Table]) -> tuple[bool, str]:
+    """(True, the column `x` that `store()` returns, as text); (False, the field) when it raises EncodeError."""
     try:
-        write_shards([example], path, features)
+        table = store()
     except EncodeError as error:
-        assert not os.path.exists(os.path.join(path, "_metadata.json")), "a refused write published"
         return False, error.field.split("[")[0]
     # repr keeps NaN equal to NaN and tells 1 from 1.0.
-    return True, repr(ArrowBackend.open(path).slice(0, 1).column("x").to_pylist())
+    return True, repr(table.column("x").to_pylist())
+
+
+def written(path: str, features: Features, example) -> tuple[bool, str]:
+    """The `outcome` of writing `example` (a dict or a table) at `path` and reading it back."""
+    def store() -> pa.Table:
+        write_shards([example], path, features)
+        return ArrowBackend.open(path).slice(0, 1)
+
+    result = outcome(store)
+    assert result[0] or not os.path.exists(os.path.join(path, "_metadata.json")), "a refused write published"
+    return result
 
 
 @pytest.mark.parametrize("feature, value, accepted", cases(ENCODE_CASES))
@@ -442,6 +453,38 @@ def test_a_bad_value_in_a_later_chunk_or_a_slice_names_its_row(feature, good, ba
             features.encode_batch(view, "b")
     twice = pa.Table.from_batches([pa.record_batch({"x": pa.array(good)})] * 2).slice(1)
     assert features.encode_batch(twice).column("x").to_pylist() == (good * 2)[1:]
+
+
+NUMERIC_DTYPES = ["bool", "int8", "uint8", "int32", "int64", "uint64", "float16", "float32", "float64"]
+ANY_SCALAR = (st.none() | st.booleans() | st.integers(-2**65, 2**65) | st.floats()
+              | st.sampled_from([127, 128, 255, 2**24 + 1, 2**53 + 1, 2**63, 2**64 - 1, 1e300, -1e39, 65520.0, 0.5])
+              | st.text(max_size=3) | st.binary(max_size=3))
+ANY_VALUE = st.recursive(ANY_SCALAR, lambda items: st.lists(items, max_size=3), max_leaves=6)
+ANY_LEAF_FEATURE = (
+    st.builds(Value, st.sampled_from(NUMERIC_DTYPES + ["string", "binary"]), nullable=st.booleans())
+    | st.builds(ClassLabel, names=st.just(["a", "b", "c"]), nullable=st.booleans())
+    | st.builds(ClassLabel, num_classes=st.integers(1, 5), nullable=st.booleans())
+    | st.builds(Array, st.sampled_from([(2,), (None,), (2, 2), (None, 2), (1, 2, 1)]), st.sampled_from(NUMERIC_DTYPES),
+                nullable=st.booleans()))
+ANY_FEATURE = st.recursive(ANY_LEAF_FEATURE, lambda items: st.builds(Sequence, items, nullable=st.booleans()),
+                           max_leaves=3)
+
+
+@pytest.mark.timeout(600)
+@settings(max_examples=300 * SCALE, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(feature=ANY_FEATURE, value=ANY_VALUE)
+def test_any_value_is_encoded_alike_from_an_example_and_from_an_arrow_column(feature, value):
+    features = Features({"x": feature})
+    try:
+        column = pa.array([value])
+        if repr(column.to_pylist()) != repr([value]):
+            return  # pyarrow changed it to make a column, such as [0.5, False] into [0.5, 0.0]
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return  # no Arrow column holds it, such as [1, "a"] (or ["", b"\x80"], invalid UTF-8 in a string column)
+    by_dict = outcome(lambda: features.build_batch([features.encode_example({"x": value})]))
+    by_column = outcome(lambda: features.encode_batch(pa.table({"x": column})))
+    assert by_dict == by_column
+    assert by_dict[0] or by_dict[1] == "x"
 
 
 def test_an_invalid_arrow_column_is_refused_before_it_is_read(tmp_path):

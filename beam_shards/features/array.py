@@ -135,6 +135,8 @@ class Array(Feature):
             depth, inner = depth + 1, inner.value_type
         if depth == len(self.shape):
             return self.shape
+        if inner == pa.null() and depth < len(self.shape):  # lists with no numbers, such as [[]]
+            return self.shape[:depth]
         stored = (None, self._row_size) if self.variable else (math.prod(self.shape),)
         if depth == len(stored) and all(s is None or s == n for s, n in zip(stored, sizes)):
             return stored
