@@ -186,17 +186,10 @@ def find_published(path: str, write_id: str) -> Manifest | None:
             continue
         if manifest.write_id == write_id:
             return manifest
-        if manifest.created and _parse_time(manifest.created) < started:
+        created = manifest.created_at
+        if created is not None and created < started:
             return None
     return None
-
-
-def _parse_time(text: str) -> datetime.datetime:
-    try:
-        parsed = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tuple[ShardInfo, ...],

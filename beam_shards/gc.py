@@ -104,7 +104,7 @@ def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int |
     by_number = {m.version: m for m in versions}
     kept = set(numbers[-retention.keep:]) | ({pointer} & set(numbers) if pointer is not None else set())
     for older, newer in zip(numbers, numbers[1:]):
-        superseded = _time(by_number[newer].created)
+        superseded = by_number[newer].created_at
         if superseded is None or now - superseded < retention.min_age:
             kept.add(older)
     removed = [n for n in numbers if n not in kept]
@@ -131,14 +131,6 @@ def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int |
 def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime.datetime) -> bool:
     changed = max(write_id_time(write_id), datetime.datetime.fromtimestamp(stat.mtime, datetime.timezone.utc))
     return now - changed >= retention.min_age
-
-
-def _time(text: str) -> datetime.datetime | None:
-    try:
-        parsed = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None) -> Garbage:

@@ -11,6 +11,7 @@ checked and any problem is a `CorruptCacheError` naming the file and the field.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import re
 from typing import Any
@@ -93,6 +94,15 @@ class Manifest:
 
     def __hash__(self) -> int:
         return hash((self.path, self.version, self.write_id))
+
+    @property
+    def created_at(self) -> datetime.datetime | None:
+        """`created` as a UTC time; None when it is missing or not ISO 8601."""
+        try:
+            parsed = datetime.datetime.fromisoformat(self.created)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
     def shard_path(self, index: int) -> str:
         """The full path of shard `index`."""
