@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import operator
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from beam_shards.columns import row_getter
 from beam_shards.display import short_repr
 from beam_shards.features import Features
 from beam_shards.manifest import Manifest
@@ -20,30 +22,65 @@ from beam_shards.shard_file import ShardFile
 from beam_shards.versions import read_metadata
 
 DEFAULT_MAX_OPEN_SHARDS = 512
+DEFAULT_MAX_MEMORY_BYTES = 256 << 20
+
+
+class _Batch:
+    """One record batch, checked when it was read, and the row readers made from it so far."""
+
+    __slots__ = ("batch", "nbytes", "_readers")
+
+    def __init__(self, batch: pa.RecordBatch, nbytes: int):
+        self.batch = batch
+        self.nbytes = nbytes
+        self._readers: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[int], Any]]]] = {}
+
+    def readers(self, features: Features | None, image_mode: str,
+                columns: tuple[str, ...]) -> list[tuple[str, Callable[[int], Any]]]:
+        """(name, row reader) for `columns` (all when empty), as `features` decode them in `image_mode`."""
+        key = (image_mode, columns)
+        readers = self._readers.get(key)
+        if readers is None:
+            names = columns or tuple(self.batch.schema.names)
+            if features is None:
+                readers = [(name, row_getter(self.batch.column(name))) for name in names]
+            else:
+                readers = [(name, features[name].row_reader(self.batch.column(name), image_mode)) for name in names]
+            self._readers[key] = readers
+        return readers
 
 
 class _OpenShard:
-    """The record batches of one opened shard and the row offset of each."""
+    """An opened shard: the row offset of each of its batches, and the batches read so far.
 
-    __slots__ = ("batches", "offsets", "starts")
+    A batch is read, and fully checked, when first touched. Memory-mapped batches cost
+    no memory; `resident` shards (downloaded or compressed) hold real bytes, which the
+    backend bounds.
+    """
 
-    def __init__(self, batches: list[pa.RecordBatch]):
-        self.batches = batches
-        self.offsets = np.cumsum([0] + [b.num_rows for b in batches], dtype=np.int64)
+    __slots__ = ("offsets", "starts", "batches", "read", "resident")
+
+    def __init__(self, batch_rows: list[int], read: Callable[[int], pa.RecordBatch], resident: bool):
+        self.offsets = np.cumsum([0] + batch_rows, dtype=np.int64)
         # The same as Python ints: bisect on a list routes one row ~20x faster than numpy.
         self.starts = self.offsets.tolist()
+        self.batches: list[_Batch | None] = [None] * len(batch_rows)
+        self.read = read
+        self.resident = resident
 
-    def locate(self, rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.offsets, rows, side="right") - 1
+    def locate(self, local: int) -> int:
+        return bisect.bisect_right(self.starts, local) - 1
 
 
 class ArrowBackend:
-    """Random access to the rows of a sharded Arrow cache, as Arrow tables.
+    """Random access to the rows of a sharded Arrow cache, as Arrow tables or rows.
 
-    Shards are memory-mapped lazily, at most `max_open_shards` at a time (least
-    recently used are closed first), so reading one row opens one shard. Uncompressed
-    shards are read without copies; compressed shards are decompressed whole when first
-    touched and held while open, so lower `max_open_shards` for large compressed caches.
+    Shards open lazily, at most `max_open_shards` at a time (least recently used are
+    closed first), and each record batch is read and checked when first touched, so
+    reading one row reads one batch. Local uncompressed shards are memory-mapped and
+    read without copies. Batches that hold real memory (compressed, or read from an
+    object store with ranged reads of the footer and of the batches needed) are kept
+    up to `max_memory_bytes`, least recently used dropped first.
     A backend pickles without its maps and reopens them in each process (fork or spawn).
     Nothing here decodes images: see `ShardedDataset` for that.
 
@@ -64,10 +101,14 @@ class ArrowBackend:
       IndexError: an index out of range (the error carries the index and the length).
     """
 
-    def __init__(self, manifest: Manifest | None, table: pa.Table | None, max_open_shards: int):
+    def __init__(self, manifest: Manifest | None, table: pa.Table | None, max_open_shards: int,
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
         if type(max_open_shards) is not int or max_open_shards < 1:
             raise ValueError(f"max_open_shards must be an int of at least 1; got {max_open_shards!r}")
+        if type(max_memory_bytes) is not int or max_memory_bytes < 0:
+            raise ValueError(f"max_memory_bytes must be an int of at least 0; got {max_memory_bytes!r}")
         self._max_open = max_open_shards
+        self._max_memory = max_memory_bytes
         self._manifest = manifest
         self._table = table
         if manifest is not None:
@@ -81,19 +122,20 @@ class ArrowBackend:
         self._reset()
 
     @classmethod
-    def open(cls, path: str, *, version: int | None = None,
-             max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
+    def open(cls, path: str, *, version: int | None = None, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> ArrowBackend:
         """Opens one version of the published cache at `path` (checks the manifest and shard sizes).
 
         Args:
           path: the cache folder.
           version: the version to read, pinned for the backend's life; None for the latest.
           max_open_shards: how many shards may be open at once.
+          max_memory_bytes: how many bytes of compressed or downloaded batches are kept.
 
         Raises:
           CacheNotFoundError, VersionNotFoundError, CorruptCacheError: see `read_metadata`.
         """
-        return cls(read_metadata(path, version=version), None, max_open_shards)
+        return cls(read_metadata(path, version=version), None, max_open_shards, max_memory_bytes)
 
     @classmethod
     def from_table(cls, table: pa.Table, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
@@ -108,12 +150,14 @@ class ArrowBackend:
 
     def _reset(self) -> None:
         self._open: OrderedDict[int, _OpenShard] = OrderedDict()
+        self._resident: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._resident_bytes = 0
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_open", "_lock", "_pid"):
+        for name in ("_open", "_resident", "_resident_bytes", "_lock", "_pid"):
             del state[name]
         return state
 
@@ -157,41 +201,61 @@ class ArrowBackend:
         return self._offsets.copy()
 
     def get_row(self, index: int) -> dict[str, Any]:
-        """Row `index` (negative counts from the end) as a dict of Python values."""
-        index = check_index(index, self.num_rows)
+        """Row `index` (negative counts from the end) as a dict: Python values, Array features as numpy views."""
+        return self.read_row(check_index(index, self.num_rows), "bytes")
+
+    def read_row(self, index: int, image_mode: str, columns: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Row `index` (in range, not checked) decoded as the features say for `image_mode`.
+
+        Only `columns` (all when empty) are read. Without features (an in-memory table),
+        values are what `to_pylist` gives.
+        """
         shard_id = bisect.bisect_right(self._starts, index) - 1
         shard = self._shard(shard_id)
         local = index - self._starts[shard_id]
-        b = bisect.bisect_right(shard.starts, local) - 1
-        return shard.batches[b].slice(local - shard.starts[b], 1).to_pylist()[0]
+        b = shard.locate(local)
+        position = local - shard.starts[b]
+        readers = self._batch(shard_id, shard, b).readers(self.features, image_mode, columns)
+        return {name: read(position) for name, read in readers}
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
-        """The rows at `indices`, in that order and with duplicates kept, as one table."""
+        """The rows at `indices`, in that order and with duplicates kept, as one table (no data copied)."""
         idx = check_indices(indices, self.num_rows)
         if len(idx) == 0:
             return self._schema.empty_table()
         if len(idx) > 1 and np.all(np.diff(idx) == 1):
             return self.slice(int(idx[0]), len(idx))
-        order = np.argsort(idx, kind="stable")
-        ordered = idx[order]
-        pieces = []
-        shard_ids = np.searchsorted(self._offsets, ordered, side="right") - 1
-        bounds = np.flatnonzero(np.diff(shard_ids)) + 1
-        for run in np.split(np.arange(len(ordered)), bounds):
-            shard_id = int(shard_ids[run[0]])
+        batches, which, positions = self._route(idx)
+        pieces = [batches[w].batch.slice(p, 1) for w, p in zip(which, positions)]
+        return pa.Table.from_batches(pieces, schema=self._schema)
+
+    def read_rows(self, indices: np.ndarray, image_mode: str, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """`read_row` for each of `indices` (int64, in range, not checked), routed together."""
+        if len(indices) == 0:
+            return []
+        batches, which, positions = self._route(indices)
+        readers = [batch.readers(self.features, image_mode, columns) for batch in batches]
+        return [{name: read(p) for name, read in readers[w]} for w, p in zip(which, positions)]
+
+    def _route(self, idx: np.ndarray) -> tuple[list[_Batch], list[int], list[int]]:
+        """The batches holding rows `idx`, and for each row the batch (an index into them) and its position there.
+
+        Opens each shard once, in shard order, and reads each batch once.
+        """
+        shard_ids = np.searchsorted(self._offsets, idx, side="right") - 1
+        local = idx - self._offsets[shard_ids]
+        which = np.empty(len(idx), dtype=np.int64)
+        positions = np.empty(len(idx), dtype=np.int64)
+        batches: list[_Batch] = []
+        for shard_id in np.unique(shard_ids).tolist():
+            rows = np.flatnonzero(shard_ids == shard_id)
             shard = self._shard(shard_id)
-            local = ordered[run] - self._offsets[shard_id]
-            batch_ids = shard.locate(local)
-            batch_bounds = np.flatnonzero(np.diff(batch_ids)) + 1
-            for piece in np.split(np.arange(len(local)), batch_bounds):
-                b = int(batch_ids[piece[0]])
-                pieces.append(shard.batches[b].take(pa.array(local[piece] - shard.offsets[b])))
-        table = pa.Table.from_batches(pieces, schema=self._schema)
-        if np.all(order[:-1] < order[1:]):
-            return table
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        return table.combine_chunks().take(pa.array(inverse))
+            batch_ids = np.searchsorted(shard.offsets, local[rows], side="right") - 1
+            positions[rows] = local[rows] - shard.offsets[batch_ids]
+            touched, inverse = np.unique(batch_ids, return_inverse=True)
+            which[rows] = inverse + len(batches)
+            batches.extend(self._batch(shard_id, shard, b) for b in touched.tolist())
+        return batches, which.tolist(), positions.tolist()
 
     def slice(self, start: int, length: int) -> pa.Table:
         """Rows `start` to `start + length` (clipped at the end), reading only their batches.
@@ -209,12 +273,12 @@ class ArrowBackend:
         pieces = []
         position = start
         while position < stop:
-            shard_id = int(np.searchsorted(self._offsets, position, side="right")) - 1
+            shard_id = bisect.bisect_right(self._starts, position) - 1
             shard = self._shard(shard_id)
-            local = position - int(self._offsets[shard_id])
-            b = int(shard.locate(np.int64(local)))
-            batch = shard.batches[b]
-            offset = local - int(shard.offsets[b])
+            local = position - self._starts[shard_id]
+            b = shard.locate(local)
+            batch = self._batch(shard_id, shard, b).batch
+            offset = local - shard.starts[b]
             piece = batch.slice(offset, min(batch.num_rows - offset, stop - position))
             pieces.append(piece)
             position += piece.num_rows
@@ -236,10 +300,10 @@ class ArrowBackend:
         if rng is not None:
             order = [order[i] for i in rng.permutation(len(order))]
         for shard_id in order:
-            batches = self._shard(shard_id).batches
-            batch_order = rng.permutation(len(batches)) if rng is not None else range(len(batches))
-            for b in batch_order:
-                yield batches[b]
+            shard = self._shard(shard_id)
+            count = len(shard.batches)
+            for b in (rng.permutation(count).tolist() if rng is not None else range(count)):
+                yield self._batch(shard_id, shard, b).batch
 
     def _shard_ids(self, shard_indices: Sequence[int]) -> list[int]:
         """`shard_indices` as a list of ints in range.
@@ -264,16 +328,52 @@ class ArrowBackend:
             if shard is not None:
                 self._open.move_to_end(shard_id)
                 return shard
-            shard = self._load(shard_id)
+        shard = self._load(shard_id)
+        with self._lock:
             self._open[shard_id] = shard
+            self._open.move_to_end(shard_id)
             while len(self._open) > self._max_open:
-                self._open.popitem(last=False)
+                closed, _ = self._open.popitem(last=False)
+                for key in [key for key in self._resident if key[0] == closed]:
+                    self._resident_bytes -= self._resident.pop(key)
             return shard
+
+    def _batch(self, shard_id: int, shard: _OpenShard, b: int) -> _Batch:
+        batch = shard.batches[b]
+        if batch is None:
+            batch = _Batch(shard.read(b), 0)
+            if shard.resident:
+                batch.nbytes = batch.batch.get_total_buffer_size()
+            shard.batches[b] = batch
+            if shard.resident:
+                self._keep_resident(shard_id, b, batch.nbytes)
+        elif shard.resident:
+            with self._lock:
+                if (shard_id, b) in self._resident:
+                    self._resident.move_to_end((shard_id, b))
+        return batch
+
+    def _keep_resident(self, shard_id: int, b: int, nbytes: int) -> None:
+        """Counts batch `b` of a resident shard, dropping the least recently used over the limit (never this one)."""
+        with self._lock:
+            self._resident[(shard_id, b)] = nbytes
+            self._resident_bytes += nbytes
+            while self._resident_bytes > self._max_memory and len(self._resident) > 1:
+                (old_shard, old_b), size = self._resident.popitem(last=False)
+                self._resident_bytes -= size
+                opened = self._open.get(old_shard)
+                if opened is not None:
+                    opened.batches[old_b] = None
 
     def _load(self, shard_id: int) -> _OpenShard:
         if self._manifest is None:
-            return _OpenShard(self._table.to_batches())
-        return _OpenShard(ShardFile(self._manifest, shard_id).read_batches())
+            batches = self._table.to_batches()
+            return _OpenShard([len(batch) for batch in batches], batches.__getitem__, resident=False)
+        file = ShardFile(self._manifest, shard_id)
+        rows = file.batch_rows()
+        reader = file.open(stream=True)
+        resident = file.is_remote or self._manifest.compression is not None
+        return _OpenShard(rows, functools.partial(file.read_batch, reader), resident)
 
     @property
     def open_shards(self) -> list[int]:

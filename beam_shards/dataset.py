@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -9,12 +10,9 @@ import numpy as np
 
 from beam_shards.backend import (DEFAULT_MAX_OPEN_SHARDS, ArrowBackend, check_index, check_indices,
                                  check_slice)
-from beam_shards.decode import check_image_mode, decode_table
+from beam_shards.decode import check_image_mode
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
-
-_ITER_CHUNK = 256
-
 
 class ShardedDataset:
     """A random-access dataset over a published cache, decoding rows for training.
@@ -55,7 +53,7 @@ class ShardedDataset:
             raise FeatureError("ShardedDataset needs a backend opened on a cache (its features drive decoding)")
         self._backend = backend
         self._features = backend.features
-        self._columns = list(columns) if columns is not None else list(self._features)
+        self._columns = tuple(columns) if columns is not None else tuple(self._features)
         unknown = [c for c in self._columns if c not in self._features]
         if unknown:
             raise KeyError(f"unknown column(s) {unknown}; the cache has {list(self._features)}")
@@ -73,8 +71,17 @@ class ShardedDataset:
 
     def __repr__(self) -> str:
         manifest = self._backend.manifest
-        return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, num_rows={len(self)}, "
-                f"columns={self._columns}, image_mode={self._image_mode!r})")
+        transform = "" if self._transform is None else f", transform={getattr(self._transform, '__qualname__', self._transform)!s}"
+        return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, view={self._describe_view()}, "
+                f"num_rows={len(self)}, columns={list(self._columns)}, image_mode={self._image_mode!r}{transform})")
+
+    def _describe_view(self) -> str:
+        """Which rows of the version this dataset holds, so Grain's checkpoint check sees a changed view."""
+        indices = self._indices
+        if isinstance(indices, range):
+            return f"rows[{indices.start}:{indices.stop}:{indices.step}]"
+        digest = hashlib.blake2b(np.ascontiguousarray(indices, dtype=np.int64).tobytes(), digest_size=8).hexdigest()
+        return f"{len(indices)} chosen rows (blake2b {digest})"
 
     def __len__(self) -> int:
         return len(self._indices)
@@ -83,17 +90,22 @@ class ShardedDataset:
         if isinstance(index, slice):
             return self._view(self._indices[check_slice(index)])
         if isinstance(index, (int, np.integer)):
-            return self._fetch(self._global(np.array([check_index(index, len(self), "dataset")])))[0]
+            return self._read(int(self._indices[check_index(index, len(self), "dataset")]))
         return self.__getitems__(index)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
-        """The examples at `indices`, decoded batch-wise (torch's and Grain's batched fetch)."""
-        return self._fetch(self._global(check_indices(indices, len(self), "dataset")))
+        """The examples at `indices` (torch's batched fetch)."""
+        rows = self._backend.read_rows(self._global(check_indices(indices, len(self), "dataset")), self._image_mode,
+                                       self._columns)
+        return rows if self._transform is None else [self._transform(row) for row in rows]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        """The examples at `indices` (Grain's batched fetch)."""
+        return self.__getitems__(indices)
 
     def __iter__(self) -> Iterator[Any]:
-        for start in range(0, len(self), _ITER_CHUNK):
-            chunk = np.arange(start, min(start + _ITER_CHUNK, len(self)))
-            yield from self._fetch(self._global(chunk))
+        for index in self._indices:
+            yield self._read(int(index))
 
     def _global(self, positions: np.ndarray) -> np.ndarray:
         if isinstance(self._indices, range):
@@ -101,12 +113,9 @@ class ShardedDataset:
             return r.start + positions * r.step
         return self._indices[positions]
 
-    def _fetch(self, global_indices: np.ndarray) -> list[Any]:
-        table = self._backend.take(global_indices).select(self._columns)
-        rows = decode_table(table, self._features, self._image_mode)
-        if self._transform is not None:
-            rows = [self._transform(row) for row in rows]
-        return rows
+    def _read(self, index: int) -> Any:
+        row = self._backend.read_row(index, self._image_mode, self._columns)
+        return row if self._transform is None else self._transform(row)
 
     def _view(self, indices: range | np.ndarray) -> ShardedDataset:
         view = object.__new__(ShardedDataset)

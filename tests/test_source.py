@@ -385,7 +385,7 @@ def test_rows_carry_arrays_as_numpy_and_images_as_bytes(tmp_path):
 
 
 def test_planning_counts_rows_from_the_narrowest_column():
-    from beam_shards.source import _width_rank
+    from beam_shards.shard_file import _width_rank
 
     features = Features({"image": Image(), "caption": Value("string"), "embedding": Array((4,), "float32")})
     schema = features.arrow_schema()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.columns import with_nulls
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, _family, _Invalid, _lengths, _null_mask,
                                        _offsets, _restore_nulls, cast_numbers, cast_safely, check_nullable, kind,
@@ -196,6 +198,13 @@ class Array(Feature):
             values = values.flatten()
         flat = _numpy(values).reshape((-1,) + self.shape[1:])
         return _restore_nulls(np.split(flat, np.cumsum(_lengths(array))[:-1]), array)
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        if self.variable or len(array) == 0:
+            return super().row_reader(array, image_mode)
+        filled = array if array.null_count == 0 else array.fill_null(self._zeros())
+        rows = _numpy(filled.flatten()).reshape((len(array),) + self.shape)
+        return rows.__getitem__ if array.null_count == 0 else with_nulls(rows.__getitem__, array)
 
     def _describe(self, value: np.ndarray, limit: int) -> str:
         text = np.array2string(np.asarray(value), threshold=8, edgeitems=3, precision=4, separator=", ")

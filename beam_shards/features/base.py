@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.columns import row_getter
 from beam_shards.display import clip, printable
 from beam_shards.errors import FeatureError
 
@@ -76,6 +77,19 @@ class Feature:
             "bytes" (as stored).
         """
         return array.to_pylist()
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        """A function giving `self.decode(array, image_mode)[k]` for one position `k`, decoding only that row.
+
+        Made once per record batch by readers that serve single rows; the position is
+        not checked (the caller routes rows).
+        """
+        if type(self).decode is Feature.decode:
+            return row_getter(array)
+
+        def read(k: int) -> Any:
+            return self.decode(array.slice(k, 1), image_mode)[0]
+        return read
 
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         """`value` (as given to `encode`) with each file path in it replaced by `change(path)`,

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards import fs, images
+from beam_shards.columns import row_getter
 from beam_shards.display import human_size
 from beam_shards.features.base import Feature, _Invalid, check_nullable, kind
 
@@ -99,6 +100,16 @@ class Image(_EncodedFile):
         if image_mode == "bytes":
             return array.to_pylist()
         return [None if data is None else images.decode(data, image_mode) for data in array.to_pylist()]
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        raw = row_getter(array)
+        if image_mode == "bytes":
+            return raw
+
+        def read(k: int) -> Any:
+            data = raw(k)
+            return None if data is None else images.decode(data, image_mode)
+        return read
 
     def _describe(self, value: bytes, limit: int) -> str:
         return images.describe(value)

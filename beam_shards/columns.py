@@ -1,0 +1,69 @@
+"""Fast access to single values of an Arrow array, for readers that serve one row at a time.
+
+`array[k].as_py()` builds a pyarrow Scalar first and costs a few microseconds;
+the getters here read the array's buffers through numpy views and Python lists made
+once per array, so a value costs a fraction of a microsecond. Each getter returns what
+`array.to_pylist()[k]` would. Nothing is copied but the value returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pat
+
+Getter = Callable[[int], Any]
+
+
+def row_getter(array: pa.Array) -> Getter:
+    """A function giving `array.to_pylist()[k]` for a position `k` (not checked: the caller routes rows)."""
+    if len(array) == 0:
+        return _no_rows
+    kind = array.type
+    if pat.is_integer(kind) or pat.is_floating(kind) and kind != pa.float16() or pat.is_boolean(kind):
+        # Nulls would turn ints into floats in numpy: fill them (nulls come back as None below).
+        filled = array.fill_null(False if pat.is_boolean(kind) else 0) if array.null_count else array
+        getter = filled.to_numpy(zero_copy_only=False).tolist().__getitem__
+    elif pat.is_large_binary(kind) or pat.is_binary(kind):
+        getter = _binary_getter(array)
+    elif pat.is_large_string(kind) or pat.is_string(kind):
+        raw = _binary_getter(array)
+
+        def getter(k: int) -> str:
+            return raw(k).decode("utf-8")
+    else:
+        return _scalar_getter(array)
+    return getter if array.null_count == 0 else with_nulls(getter, array)
+
+
+def with_nulls(getter: Getter, array: pa.Array) -> Getter:
+    """`getter`, returning None where `array` is null."""
+    null = array.is_null().to_numpy(zero_copy_only=False).tolist()
+
+    def nullable(k: int) -> Any:
+        return None if null[k] else getter(k)
+    return nullable
+
+
+def _binary_getter(array: pa.Array) -> Getter:
+    offset_type = np.int64 if pat.is_large_binary(array.type) or pat.is_large_string(array.type) else np.int32
+    _, offsets_buffer, data_buffer = array.buffers()
+    ends = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset:array.offset + len(array) + 1].tolist()
+    data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+
+    def getter(k: int) -> bytes:
+        return data[ends[k]:ends[k + 1]].tobytes()
+    return getter
+
+
+def _scalar_getter(array: pa.Array) -> Getter:
+    def getter(k: int) -> Any:
+        return array[k].as_py()
+    return getter
+
+
+def _no_rows(k: int) -> Any:
+    raise IndexError(f"position {k} of an empty array")
