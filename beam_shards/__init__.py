@@ -2,7 +2,7 @@
 
 Write with `WriteToArrowShards` (a Beam sink) or `write_shards` (plain Python), read
 back with `ReadFromArrowShards` (a Beam source), `ArrowBackend` (Arrow random access)
-or `ShardedDataset` (decoded examples for training).
+or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler` gives).
 """
 
 from beam_shards._version import __version__
@@ -15,6 +15,7 @@ from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Se
 from beam_shards.gc import Retention
 from beam_shards.local import write_shards
 from beam_shards.manifest import Manifest, ShardInfo
+from beam_shards.sampler import ShardedSampler
 from beam_shards.verify import VerifyReport, verify
 from beam_shards.versions import list_versions, read_metadata
 from beam_shards.writer import ShardWriter, WriterOptions
@@ -39,7 +40,7 @@ __all__ = [
     "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError", "CacheNotFoundError", "ClassLabel",
     "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest", "PublishError",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
-    "ShardWriter", "ShardedDataset", "Value", "VerifyReport", "VersionNotFoundError", "Video", "WriteInProgressError",
+    "ShardWriter", "ShardedDataset", "ShardedSampler", "Value", "VerifyReport", "VersionNotFoundError", "Video", "WriteInProgressError",
     "WriteToArrowShards", "WriterOptions", "__version__", "encode_example", "list_versions", "read_metadata",
     "verify", "write_shards",
 ]
