@@ -89,14 +89,16 @@ class DiskCache:
         path = os.path.join(self.cache_dir, _file_name(key, size))
         if size > self.max_bytes:
             return None
-        if not _use(path, size):
-            with filelock.FileLock(path + ".lock"):
-                if not _use(path, size):
-                    self._download(key, size, fetch, path)
-                    self.misses += 1
-                    self._evict(keep=path)
-                    return path
-        self.hits += 1
+        if _use(path, size):
+            self.hits += 1
+            return path
+        with filelock.FileLock(path + ".lock"):
+            if _use(path, size):  # Another process downloaded it while this one waited.
+                self.hits += 1
+                return path
+            self._download(key, size, fetch, path)
+        self.misses += 1
+        self._evict(keep=path)
         return path
 
     def _download(self, key: str, size: int, fetch: Callable[[], BinaryIO], path: str) -> None:
