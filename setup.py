@@ -23,10 +23,13 @@ setuptools.setup(
     extras_require={
         # python -m pipelines.tfrecord checks TFRecord CRCs with it, at C speed.
         "tfrecord": ["google-crc32c>=1.5"],
+        # ShardedDataset(image_mode="numpy") decodes JPEGs through libjpeg-turbo straight to numpy, ~3x Pillow.
+        "jpeg": ["simplejpeg>=1.7"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
             "hypothesis>=6.100",
+            "simplejpeg>=1.7",
             "torch==2.13.0",
             "grain>=0.2.10",
             "google-crc32c>=1.5",

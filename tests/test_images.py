@@ -253,3 +253,34 @@ def test_image_decode_keeps_nulls_in_every_mode():
     assert Image().decode(column, "bytes") == [png(1), None]
     decoded = Image().decode(column, "numpy")
     assert decoded[0].shape == (16, 16, 3) and decoded[1] is None
+
+
+def _jpeg(mode: str, size=(37, 53), **params) -> bytes:
+    pixels = np.random.default_rng(1).integers(0, 255, size + (3,), dtype=np.uint8)
+    buffer = io.BytesIO()
+    PILImage.fromarray(pixels).convert(mode).save(buffer, "JPEG", quality=85, **params)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("data", [
+    _jpeg("RGB", subsampling="4:4:4"), _jpeg("RGB", subsampling="4:2:0"), _jpeg("RGB", subsampling="4:2:2"),
+    _jpeg("L"), _jpeg("RGB", progressive=True), _jpeg("CMYK"), _jpeg("RGB", size=(1, 1)),
+], ids=["444", "420", "422", "grey", "progressive", "cmyk", "1x1"])
+def test_numpy_decoding_of_jpegs_is_pillows_pixel_for_pixel(data):
+    assert images._simplejpeg() is not None  # the test extra installs the fast path; this compares it
+    expected = np.asarray(PILImage.open(io.BytesIO(data)))
+    got = images.decode(data, "numpy")
+    assert got.shape == expected.shape and got.dtype == np.uint8
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_damaged_jpeg_fails_as_pillow_fails_it_and_the_pixel_limit_holds(monkeypatch):
+    truncated = _jpeg("RGB", size=(64, 64))[:-300]
+    with pytest.raises(OSError) as fast:
+        images.decode(truncated, "numpy")
+    with pytest.raises(OSError) as slow:
+        np.asarray(PILImage.open(io.BytesIO(truncated)))
+    assert str(fast.value) == str(slow.value)
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)
+    with pytest.raises(ValueError, match="too many pixels"):
+        images.decode(_jpeg("RGB", size=(20, 20)), "numpy")
