@@ -3,8 +3,9 @@
 Writes go through `apache_beam.io.filesystems.FileSystems`, so local paths, gs:// and
 s3:// behave alike. Reads of local paths use the OS directly, so that training
 processes that only read a cache do not import Beam; other schemes read through
-`FileSystems` too. Local deletes use the OS as well: Beam's local delete treats its
-argument as a glob, which a folder name with `[` in it would break.
+`FileSystems` too. `open_random_access` serves random-access readers: a memory map
+locally, ranged reads on object stores. Local deletes use the OS as well: Beam's local
+delete treats its argument as a glob, which a folder name with `[` in it would break.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import posixpath
 import re
 import shutil
 import stat
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # HDFS renames refuse an existing destination, so it takes the single-write path too.
 _RENAME_SCHEMES = ("", "file")
@@ -91,6 +95,38 @@ def open_read(path: str) -> BinaryIO:
     from apache_beam.io.filesystem import CompressionTypes
 
     return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def open_random_access(path: str) -> pa.NativeFile:
+    """A seekable file whose reads fetch only the bytes asked for.
+
+    A local file is memory-mapped; `s3://` and `gs://` objects are read with ranged
+    requests through pyarrow's filesystems, configured from the environment (see
+    `stores`); any other scheme reads through Beam's FileSystems.
+
+    Raises:
+      FileNotFoundError: nothing is at `path` (the error names it).
+      IsADirectoryError: a local `path` is not a regular file.
+    """
+    import pyarrow as pa
+
+    if is_local(path):
+        info = os.stat(local_path(path))  # FileNotFoundError names the path
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the map
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+        return pa.memory_map(local_path(path))
+    if scheme(path) in ("s3", "gs"):
+        from beam_shards import stores
+
+        try:
+            return stores.pyarrow_filesystem(scheme(path)).open_input_file(path.split("://", 1)[1])
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+        except OSError as error:  # pyarrow's own message names no scheme
+            raise OSError(error.errno, f"cannot open ({error})", path) from error
+    if not exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such object", path)
+    return pa.PythonFile(open_read(path), mode="r")
 
 
 class FileTooLargeError(OSError):

@@ -1,0 +1,55 @@
+"""fs.open_random_access: a seekable file with ranged reads, on every scheme."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+import fake_object_store
+from beam_shards import fs
+
+DATA = bytes(range(256)) * 64
+
+
+@pytest.fixture
+def fake_store(tmp_path, monkeypatch):
+    monkeypatch.setenv(fake_object_store.ROOT_ENV, str(tmp_path / "bucket"))
+    return "fakeobj://cache"
+
+
+def _check_ranged_reads(path: str) -> None:
+    with fs.open_random_access(path) as handle:
+        assert isinstance(handle, pa.NativeFile) and handle.seekable()
+        assert handle.size() == len(DATA)
+        handle.seek(1000)
+        assert handle.read(24) == DATA[1000:1024] and handle.tell() == 1024
+        assert handle.read_at(8, len(DATA) - 8) == DATA[-8:]
+
+
+def test_local_file_is_memory_mapped(tmp_path):
+    path = tmp_path / "shard.arrow"
+    path.write_bytes(DATA)
+    _check_ranged_reads(str(path))
+    _check_ranged_reads(f"file://{path}")
+    assert isinstance(fs.open_random_access(str(path)), pa.MemoryMappedFile)
+
+
+def test_other_schemes_read_through_beam(fake_store):
+    fs.write_bytes(f"{fake_store}/shard.arrow", DATA)
+    _check_ranged_reads(f"{fake_store}/shard.arrow")
+
+
+@pytest.mark.parametrize("where", ["local", "fake"])
+def test_missing_file_names_the_path(where, tmp_path, fake_store):
+    path = str(tmp_path / "nope.arrow") if where == "local" else f"{fake_store}/nope.arrow"
+    with pytest.raises(FileNotFoundError, match="nope.arrow"):
+        fs.open_random_access(path)
+
+
+def test_local_path_that_is_not_a_file_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path, tmp_path / "fifo"):
+        with pytest.raises(IsADirectoryError, match=str(path)):
+            fs.open_random_access(str(path))
