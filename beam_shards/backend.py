@@ -14,8 +14,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_shards import fs
 from beam_shards.columns import row_getter
+from beam_shards.disk_cache import DiskCache
 from beam_shards.display import short_repr
+from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
 from beam_shards.manifest import Manifest
 from beam_shards.shard_file import ShardFile
@@ -23,6 +26,7 @@ from beam_shards.versions import read_metadata
 
 DEFAULT_MAX_OPEN_SHARDS = 512
 DEFAULT_MAX_MEMORY_BYTES = 256 << 20
+DEFAULT_CACHE_MAX_BYTES = 16 << 30
 
 
 class _Batch:
@@ -102,13 +106,14 @@ class ArrowBackend:
     """
 
     def __init__(self, manifest: Manifest | None, table: pa.Table | None, max_open_shards: int,
-                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, disk_cache: DiskCache | None = None):
         if type(max_open_shards) is not int or max_open_shards < 1:
             raise ValueError(f"max_open_shards must be an int of at least 1; got {max_open_shards!r}")
         if type(max_memory_bytes) is not int or max_memory_bytes < 0:
             raise ValueError(f"max_memory_bytes must be an int of at least 0; got {max_memory_bytes!r}")
         self._max_open = max_open_shards
         self._max_memory = max_memory_bytes
+        self._disk_cache = disk_cache
         self._manifest = manifest
         self._table = table
         if manifest is not None:
@@ -123,19 +128,27 @@ class ArrowBackend:
 
     @classmethod
     def open(cls, path: str, *, version: int | None = None, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
-             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> ArrowBackend:
+             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES, cache_dir: str | None = None,
+             cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> ArrowBackend:
         """Opens one version of the published cache at `path` (checks the manifest and shard sizes).
 
         Args:
-          path: the cache folder.
+          path: the cache folder (local, gs:// or s3://).
           version: the version to read, pinned for the backend's life; None for the latest.
           max_open_shards: how many shards may be open at once.
           max_memory_bytes: how many bytes of compressed or downloaded batches are kept.
+          cache_dir: for a cache on an object store, a local folder where whole shards
+            are kept once downloaded (checked against their checksum, shared by every
+            process on the machine, least recently used evicted first); None reads
+            only the batches needed, with ranged reads.
+          cache_max_bytes: the most bytes `cache_dir` holds.
 
         Raises:
           CacheNotFoundError, VersionNotFoundError, CorruptCacheError: see `read_metadata`.
+          ValueError: `cache_max_bytes` is not a positive int.
         """
-        return cls(read_metadata(path, version=version), None, max_open_shards, max_memory_bytes)
+        disk_cache = None if cache_dir is None else DiskCache(cache_dir, cache_max_bytes)
+        return cls(read_metadata(path, version=version), None, max_open_shards, max_memory_bytes, disk_cache)
 
     @classmethod
     def from_table(cls, table: pa.Table, *, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS) -> ArrowBackend:
@@ -370,10 +383,28 @@ class ArrowBackend:
             batches = self._table.to_batches()
             return _OpenShard([len(batch) for batch in batches], batches.__getitem__, resident=False)
         file = ShardFile(self._manifest, shard_id)
-        rows = file.batch_rows()
-        reader = file.open(stream=True)
-        resident = file.is_remote or self._manifest.compression is not None
+        source = self._open_source(file)
+        rows = file.batch_rows(source)
+        reader = file.reader(source)
+        resident = not isinstance(source, pa.MemoryMappedFile) or self._manifest.compression is not None
         return _OpenShard(rows, functools.partial(file.read_batch, reader), resident)
+
+    def _open_source(self, file: ShardFile) -> pa.NativeFile:
+        """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""
+        if self._disk_cache is None or not file.is_remote:
+            return file.open_source()
+        for _ in range(3):
+            copy = self._disk_cache.get(file.entry.checksum, file.entry.num_bytes,
+                                        functools.partial(fs.open_random_access, file.path))
+            if copy is None:  # larger than the whole disk cache
+                return file.open_source()
+            try:
+                return file.open_source(copy)
+            except CorruptCacheError:
+                if os.path.exists(copy):
+                    raise
+                # Another process evicted it between get and open: get it again.
+        return file.open_source()
 
     @property
     def open_shards(self) -> list[int]:

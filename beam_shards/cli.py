@@ -65,7 +65,7 @@ def _column_batches(manifest: Manifest, shard_id: int, columns: list[str]) -> It
     """The record batches of one shard holding only `columns` (other columns are not read),
     then a check that they hold the rows the manifest says."""
     shard = ShardFile(manifest, shard_id)
-    reader = shard.open(columns=columns, stream=True)
+    reader = shard.open(columns=columns)
     rows = 0
     for index in range(reader.num_record_batches):
         batch = shard.read_batch(reader, index)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_shards.backend import (DEFAULT_MAX_OPEN_SHARDS, ArrowBackend, check_index, check_indices,
-                                 check_slice)
+from beam_shards.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
+                                 ArrowBackend, check_index, check_indices, check_slice)
 from beam_shards.decode import check_image_mode
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
@@ -33,7 +33,9 @@ class ShardedDataset:
       columns: the columns to return (all by default).
       image_mode: "pil" (default), "numpy" (HxWxC or, single-channel, HxW) or "bytes" (undecoded).
       transform: an optional function applied to each decoded example.
-      max_open_shards: passed to `ArrowBackend.open`.
+      max_open_shards, max_memory_bytes, cache_dir, cache_max_bytes: passed to
+        `ArrowBackend.open` (for a cache on an object store, `cache_dir` keeps whole
+        shards on local disk, shared by every DataLoader worker).
 
     Raises:
       CacheNotFoundError, CorruptCacheError: the cache cannot be opened.
@@ -46,9 +48,12 @@ class ShardedDataset:
 
     def __init__(self, source: str | ArrowBackend, *, version: int | None = None, columns: Sequence[str] | None = None,
                  image_mode: str = "pil", transform: Callable[[dict[str, Any]], Any] | None = None,
-                 max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS):
+                 max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                 cache_dir: str | None = None, cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES):
         backend = (source if isinstance(source, ArrowBackend)
-                   else ArrowBackend.open(source, version=version, max_open_shards=max_open_shards))
+                   else ArrowBackend.open(source, version=version, max_open_shards=max_open_shards,
+                                          max_memory_bytes=max_memory_bytes, cache_dir=cache_dir,
+                                          cache_max_bytes=cache_max_bytes))
         if backend.features is None:
             raise FeatureError("ShardedDataset needs a backend opened on a cache (its features drive decoding)")
         self._backend = backend

@@ -66,34 +66,40 @@ class ShardFile:
         except (pa.ArrowException, OSError) as error:
             raise CorruptCacheError(f"{self.where} is not a readable Arrow IPC file: {error}") from None
 
-    def open(self, *, columns: Sequence[str] | None = None, stream: bool = False) -> pa.ipc.RecordBatchFileReader:
-        """Opens the shard and checks its size and schema against the manifest.
+    def open(self, *, columns: Sequence[str] | None = None, copy: str | None = None) -> pa.ipc.RecordBatchFileReader:
+        """Opens the shard and checks its size and schema against the manifest (`open_source`, then `reader`).
 
-        Local shards are memory-mapped. Other schemes are read whole into memory or,
-        with `stream`, through a seekable `FileSystems` stream, so that only the footer
-        and the batches asked for are fetched. With `columns`, the reader's batches
-        hold only those columns (in schema order) and only their buffers are read.
+        With `columns`, the reader's batches hold only those columns (in schema order)
+        and only their buffers are read. `copy` is as `open_source` takes it.
+        """
+        return self.reader(self.open_source(copy), columns)
+
+    def open_source(self, copy: str | None = None) -> pa.NativeFile:
+        """The shard's file, its size checked against the manifest.
+
+        Local shards are memory-mapped; on object stores only the bytes read are
+        fetched, with ranged reads (`fs.open_random_access`). `copy` is a local copy of
+        the shard to read instead (from a disk cache).
 
         Raises:
-          CorruptCacheError: the shard is missing, not a regular file, truncated, not
-            an Arrow file, or its schema differs from the manifest's.
+          CorruptCacheError: the shard is missing, not a regular file or truncated.
         """
         try:
-            if fs.is_local(self.path):
-                size = fs.sizes([self.path])[self.path]
-                if size is None or size < 0:
-                    raise FileNotFoundError(self.path) if size is None else IsADirectoryError(self.path)
-                source = pa.memory_map(fs.local_path(self.path))
-            elif stream:
-                source = pa.PythonFile(fs.open_read(self.path), mode="r")
-            else:
-                source = pa.BufferReader(fs.read_bytes(self.path))
+            source = fs.open_random_access(copy or self.path)
         except FileNotFoundError:
             raise CorruptCacheError(f"{self.where} is missing{_removed_hint(self.manifest)}") from None
         except IsADirectoryError:
             raise CorruptCacheError(f"{self.where} is not a regular file") from None
         if source.size() != self.entry.num_bytes:
             raise CorruptCacheError(size_problem(self.where, source.size(), self.entry.num_bytes))
+        return source
+
+    def reader(self, source: pa.NativeFile, columns: Sequence[str] | None = None) -> pa.ipc.RecordBatchFileReader:
+        """An Arrow reader over `source` (from `open_source`), its schema checked against the manifest.
+
+        Raises:
+          CorruptCacheError: not an Arrow file, or its schema differs from the manifest's.
+        """
         expected = self.manifest.features.arrow_schema()
         with self.unreadable_as_corrupt():
             reader = pa.ipc.open_file(source)
@@ -136,11 +142,14 @@ class ShardFile:
         self.check_rows(sum(b.num_rows for b in batches))
         return batches
 
-    def batch_rows(self) -> list[int]:
+    def batch_rows(self, source: pa.NativeFile | None = None) -> list[int]:
         """The rows of each record batch, checked to add up to the manifest entry's.
 
         Reads every batch's header and one narrow column, not the data, so it is
         cheap on an object store and on a compressed shard too.
+
+        Args:
+          source: the shard opened by `open_source`; opened here when None.
 
         Raises:
           CorruptCacheError: as `open`, or the shard holds another number of rows than
@@ -148,7 +157,7 @@ class ShardFile:
         """
         schema = self.manifest.features.arrow_schema()
         narrow = min(schema, key=lambda field: _width_rank(field.type)).name
-        reader = self.open(columns=[narrow], stream=True)
+        reader = self.reader(source or self.open_source(), columns=[narrow])
         with self.unreadable_as_corrupt():
             rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
         self.check_rows(sum(rows))

@@ -216,7 +216,7 @@ class _ReadBatchesFn(beam.DoFn):
             return
         manifest = self._manifests.get(task.path, task.version)
         shard = ShardFile(manifest, task.shard_id)
-        reader = shard.open(columns=self._spec.columns, stream=True)
+        reader = shard.open(columns=self._spec.columns)
         if reader.num_record_batches != task.num_batches:
             raise CorruptCacheError(f"{shard.where} now holds {reader.num_record_batches} "
                                     f"record batches, {task.num_batches} when the read was planned")
