@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import re
 from typing import Any
 
+from beam_shards.checksum import CHECKSUM_PATTERN
 from beam_shards.errors import CorruptCacheError, FeatureError
 from beam_shards.features import Features
 from beam_shards.layout import CacheLayout, write_id_of_shard
@@ -31,7 +31,6 @@ MAX_MANIFEST_BYTES = 256 << 20
 # every reader, the CLI and json.dumps handle it far from Python's recursion limit.
 MAX_DEPTH = 64
 _MAX_COUNT = 2**62
-_CHECKSUM = re.compile(r"^crc32:[0-9a-f]{8}$")
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
              "shards", "compression", "writer", "metadata")
 
@@ -253,7 +252,7 @@ def _parse_shard(entry: Any, index: int, where: str) -> ShardInfo:
         raise CorruptCacheError(f"{where}: shard {index} lacks {error}") from None
     if not isinstance(name, str) or write_id_of_shard(name) is None:
         raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {_shown(name)}")
-    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) or not _CHECKSUM.match(checksum):
+    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) or not CHECKSUM_PATTERN.fullmatch(checksum):
         raise CorruptCacheError(f"{where}: shard {index} ({name}) has invalid rows, bytes or checksum")
     return ShardInfo(name, rows, size, checksum)
 

@@ -8,22 +8,17 @@ a `CorruptCacheError` naming the shard, never a crash inside pyarrow.
 from __future__ import annotations
 
 import contextlib
-import zlib
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
 from beam_shards import fs
+from beam_shards.checksum import Crc32
 from beam_shards.errors import CorruptCacheError
 from beam_shards.manifest import Manifest, ShardInfo, size_problem
 from beam_shards.versions import version_numbers
 
 _CHUNK = 8 << 20
-
-
-def format_checksum(crc: int) -> str:
-    """How a shard's CRC-32 is written in the manifest."""
-    return f"crc32:{crc:08x}"
 
 
 class ShardFile:
@@ -183,12 +178,11 @@ def file_checksum(path: str) -> tuple[str, int]:
     Raises:
       FileNotFoundError: the file is missing. OSError: it cannot be read.
     """
-    crc = size = 0
+    crc = Crc32()
     with fs.open_read(path) as handle:
         while chunk := handle.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-    return format_checksum(crc), size
+            crc.update(chunk)
+    return crc.checksum(), crc.size
 
 
 def _width_rank(arrow_type: pa.DataType) -> int:

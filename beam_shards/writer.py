@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from beam_shards.features import Features
 from beam_shards.manifest import COMPRESSIONS
-from beam_shards.shard_file import format_checksum
+from beam_shards.checksum import format_checksum
 
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000

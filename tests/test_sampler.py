@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import grain
-import numpy as np
 import pytest
 from torch.utils.data import DataLoader, DistributedSampler
 
