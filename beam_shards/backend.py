@@ -407,6 +407,11 @@ class ArrowBackend:
         return file.open_source()
 
     @property
+    def memory_bytes(self) -> int:
+        """Bytes of record batches held in memory now (compressed or read over the network; maps cost none)."""
+        return self._resident_bytes
+
+    @property
     def open_shards(self) -> list[int]:
         """The shards open now, least recently used first."""
         return list(self._open)
