@@ -9,8 +9,8 @@ imports excluded from the timing), the readers taking turns:
   - open + row 0: open the dataset and fetch row 0;
   - one row: 10,000 random single-row fetches, the median per fetch;
   - take(256): 100 random fetches of 256 indices, fetches per second;
-  - full scan: every row of a freshly opened reader, reading every image byte (a sum
-    over them), rows per second;
+  - full scan: open the reader and read every row, every image byte (a sum over
+    them), rows per second, opening included;
 and end to end, torch `DataLoader(num_workers=2, batch_size=256, shuffle=True)`
 decoding the JPEGs to numpy: `ShardedDataset(image_mode="numpy")` against HF datasets
 with a PIL decode in `set_transform`, images per second after the first batch.
