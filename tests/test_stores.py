@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,12 +19,13 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, Value, WriteToArrowShards,
-                         list_versions, read_metadata, verify, write_shards)
+from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, StoreAccessError, Value,
+                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards import cli, fs
 from pipelines import csv as csv_pipeline
 from pipelines import demo, image_folder, jsonl, parquet, tfrecord
 
+from _services import free_port
 from _stores import STORE_VARIABLES
 from _support import FEATURES, example, jpeg, options, png, race_to_create, run_with_deadline
 
@@ -206,3 +208,41 @@ def test_each_conversion_pipeline_writes_to_s3(store, name, tmp_path):
     assert manifest.num_rows == expected_rows
     assert read_metadata(path).write_id == manifest.write_id and len(ShardedDataset(path)) == expected_rows
     assert verify(path).ok
+
+
+# --- a store that cannot be used: an error naming the URI, at once, and nothing published ------
+
+def _break(store, problem: str, monkeypatch) -> str:
+    """Breaks the configuration as `problem` says; returns the cache path to try and the reason expected."""
+    if problem == "missing credentials":
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+        return store.uri("cache"), "no AWS credentials"
+    if problem == "missing bucket":
+        return f"{store.scheme}://no-such-bucket/cache", "there is no bucket 'no-such-bucket'"
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setenv("AWS_ENDPOINT_URL" if store.scheme == "s3" else "STORAGE_EMULATOR_HOST", dead)
+    return store.uri("cache"), f"cannot reach {'S3' if store.scheme == 's3' else 'GCS'} ({dead})"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("store, problem", [
+    ("s3", "missing credentials"), ("s3", "missing bucket"), ("s3", "unreachable endpoint"),
+    ("gs", "missing bucket"), ("gs", "unreachable endpoint"),
+], indirect=["store"])
+def test_a_store_that_cannot_be_used_is_named_at_once(store, problem, monkeypatch, capsys):
+    """(The GCS emulator serves anonymous clients, so GCS has no credentials to miss here.)"""
+    with monkeypatch.context() as broken:
+        path, reason = _break(store, problem, broken)
+        named = f"{re.escape(reason)}.* for {re.escape(path)}/"
+        with pytest.raises(StoreAccessError, match=named):
+            write_shards(rows(0, 10), path, SMALL)
+        with pytest.raises(StoreAccessError, match=named + "_metadata.json"):
+            ArrowBackend.open(path)
+        with pytest.raises(Exception, match=named):
+            with beam.Pipeline(options=options()) as p:
+                _ = p | beam.Create(rows(0, 10)) | WriteToArrowShards(path, SMALL)
+        assert cli.main(["info", path]) == 1
+        assert f"beam-shards: {reason}" in capsys.readouterr().err
+    if problem != "missing bucket":
+        assert not fs.list_dir(path, recursive=True), "something was written"
