@@ -17,9 +17,13 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import time
+from typing import TYPE_CHECKING
 
 from beam_shards import stores
 from beam_shards.errors import StoreAccessError
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 CONDITIONAL_SCHEMES = ("s3", "gs")
 # S3 answers 409 while another conditional write of the key is in flight; AWS asks
@@ -53,10 +57,9 @@ def check_store(path: str) -> None:
     if scheme not in CONDITIONAL_SCHEMES:
         return
     bucket, _ = _split(path)
-    options = stores.beam_options()
-    arguments = _s3_arguments(options) if scheme == "s3" else {}
-    key = (os.getpid(), scheme, bucket, stores.S3Settings.from_env() if scheme == "s3" else stores.GcsSettings.from_env(),
-           tuple(sorted(arguments.items())))
+    arguments = _s3_arguments(stores.beam_options()) if scheme == "s3" else {}
+    settings = stores.S3Settings.from_env() if scheme == "s3" else stores.GcsSettings.from_env()
+    key = (os.getpid(), scheme, bucket, settings, tuple(sorted(arguments.items())))
     if key in _checked:
         return
     if scheme == "s3":
@@ -66,14 +69,9 @@ def check_store(path: str) -> None:
     _checked.add(key)
 
 
-def _s3_arguments(options) -> dict:
-    """The arguments Beam's S3 client is built with from `options` (pipeline options or a dict)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    if isinstance(options, PipelineOptions):
-        values = options.get_all_options()
-    else:
-        values = dict(options or {})
+def _s3_arguments(options: PipelineOptions) -> dict:
+    """The arguments Beam's S3 client is built with from `options`."""
+    values = options.get_all_options()
     return {"endpoint_url": values.get("s3_endpoint_url"), "region_name": values.get("s3_region_name"),
             "aws_access_key_id": values.get("s3_access_key_id"),
             "aws_secret_access_key": values.get("s3_secret_access_key"),
@@ -144,7 +142,7 @@ def _s3_create_if_absent(path: str, data: bytes) -> bool:
     from apache_beam.io.aws.clients.s3 import boto3_client
     from botocore.exceptions import ClientError
 
-    client = boto3_client.Client(options=stores.beam_options() or {}).client
+    client = boto3_client.Client(options=stores.beam_options()).client
     bucket, key = _split(path)
     attempt = 0
     while True:
@@ -165,7 +163,7 @@ def _s3_create_if_absent(path: str, data: bytes) -> bool:
 def _gcs_client():
     from apache_beam.io.gcp import gcsio
 
-    return gcsio.GcsIO(pipeline_options=stores.beam_options() or None).client
+    return gcsio.GcsIO(pipeline_options=stores.beam_options()).client
 
 
 def _gcs_create_if_absent(path: str, data: bytes) -> bool:
