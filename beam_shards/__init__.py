@@ -9,8 +9,8 @@ from beam_shards._version import __version__
 from beam_shards.backend import ArrowBackend
 from beam_shards.dataset import ShardedDataset
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
-                                EncodeError, FeatureError, PublishError, SchemaMismatchError, VersionNotFoundError,
-                                WriteInProgressError)
+                                EncodeError, FeatureError, PublishError, SchemaMismatchError, StoreAccessError,
+                                VersionNotFoundError, WriteInProgressError)
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
 from beam_shards.gc import Retention
 from beam_shards.local import write_shards
@@ -40,7 +40,8 @@ __all__ = [
     "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError", "CacheNotFoundError", "ClassLabel",
     "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest", "PublishError",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
-    "ShardWriter", "ShardedDataset", "ShardedSampler", "Value", "VerifyReport", "VersionNotFoundError", "Video", "WriteInProgressError",
+    "ShardWriter", "ShardedDataset", "ShardedSampler", "StoreAccessError", "Value", "VerifyReport",
+    "VersionNotFoundError", "Video", "WriteInProgressError",
     "WriteToArrowShards", "WriterOptions", "__version__", "encode_example", "list_versions", "read_metadata",
     "verify", "write_shards",
 ]

@@ -104,6 +104,10 @@ class PublishError(BeamShardsError):
     """A write cannot be published (a staged shard is gone, or other writers kept winning); nothing was published."""
 
 
+class StoreAccessError(BeamShardsError):
+    """An object store cannot be used at a URI: no credentials, no such bucket, or its endpoint does not answer."""
+
+
 class WriteInProgressError(BeamShardsError):
     """A local publish or gc holds the cache folder's lock, so gc must not run now."""
 

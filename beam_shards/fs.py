@@ -29,10 +29,13 @@ if TYPE_CHECKING:
 _RENAME_SCHEMES = ("", "file")
 
 
-def _filesystems():
+def _filesystems(path: str):
+    """Beam's FileSystems, configured (see `stores`), once the store holding `path` answered."""
     from beam_shards import stores
 
-    return stores.beam_filesystems()
+    filesystems = stores.beam_filesystems()
+    store_calls.check_store(path)
+    return filesystems
 
 
 def scheme(path: str) -> str:
@@ -79,7 +82,7 @@ def has_atomic_rename(path: str) -> bool:
 def create(path: str) -> BinaryIO:
     from apache_beam.io.filesystem import CompressionTypes
 
-    return _filesystems().create(_beam(path), mime_type="application/octet-stream",
+    return _filesystems(path).create(_beam(path), mime_type="application/octet-stream",
                                  compression_type=CompressionTypes.UNCOMPRESSED)
 
 
@@ -100,7 +103,7 @@ def open_read(path: str) -> BinaryIO:
     from apache_beam.io.filesystem import CompressionTypes
 
     try:
-        return _filesystems().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     except Exception:  # each store's client has its own error for a missing object
         if not exists(path):
             raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
@@ -128,6 +131,7 @@ def open_random_access(path: str) -> pa.NativeFile:
     if scheme(path) in ("s3", "gs"):
         from beam_shards import stores
 
+        store_calls.check_store(path)
         try:
             return stores.pyarrow_filesystem(scheme(path)).open_input_file(path.split("://", 1)[1])
         except FileNotFoundError:
@@ -167,7 +171,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(local_path(path))
-    return _filesystems().exists(path)
+    return _filesystems(path).exists(path)
 
 
 def sizes(paths: list[str]) -> dict[str, int | None]:
@@ -196,7 +200,7 @@ def list_files(patterns: list[str]) -> dict[str, int]:
     """Path -> size of every file matching any of the glob `patterns`."""
     if not patterns:
         return {}
-    results = _filesystems().match([_beam(p) for p in patterns])
+    results = _filesystems(patterns[0]).match([_beam(p) for p in patterns])
     return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
 
 
@@ -241,7 +245,7 @@ def walk(folder: str) -> dict[str, FileStat]:
     is ever listed (and so never deleted by a caller acting on the listing).
     """
     if not is_local(folder):
-        results = _filesystems().match([join(folder, "**")])
+        results = _filesystems(folder).match([join(folder, "**")])
         return {_relative(folder, meta.path): FileStat(meta.size_in_bytes, meta.last_updated_in_seconds or 0.0)
                 for result in results for meta in result.metadata_list}
     root = local_path(folder)
@@ -332,10 +336,10 @@ def rename(sources: list[str], destinations: list[str]) -> None:
     if not sources:
         return
     if scheme(sources[0]) == "gs":
-        _filesystems().copy(sources, destinations)  # one request per object, not a batch
+        _filesystems(sources[0]).copy(sources, destinations)  # one request per object, not a batch
         delete(sources)
         return
-    _filesystems().rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
+    _filesystems(sources[0]).rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
 
 
 def delete(paths: list[str]) -> None:
@@ -357,13 +361,13 @@ def delete(paths: list[str]) -> None:
     if not remote:
         return
     try:
-        _filesystems().delete(remote)  # one batched call where the store has one
+        _filesystems(remote[0]).delete(remote)  # one batched call where the store has one
     except BeamIOError:
         for path in remote:
             try:
-                _filesystems().delete([path])
+                _filesystems(path).delete([path])
             except BeamIOError:
-                if _filesystems().exists(path):
+                if _filesystems(path).exists(path):
                     raise
 
 

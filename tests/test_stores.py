@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 
 import apache_beam as beam
 import pyarrow as pa
@@ -18,14 +20,17 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, Value, WriteToArrowShards,
-                         list_versions, read_metadata, verify, write_shards)
+from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, StoreAccessError, Value,
+                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards import cli, fs
+from beam_shards.layout import MANIFEST_NAME, VERSIONS_DIR, version_name
 from pipelines import csv as csv_pipeline
 from pipelines import demo, image_folder, jsonl, parquet, tfrecord
 
+from _reliability import SCRIPTS, VERSIONS, write_version
+from _services import free_port
 from _stores import STORE_VARIABLES
-from _support import FEATURES, example, jpeg, options, png, race_to_create, run_with_deadline
+from _support import FEATURES, clean_up, example, jpeg, options, png, race_to_create, run_with_deadline
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
 
@@ -206,3 +211,127 @@ def test_each_conversion_pipeline_writes_to_s3(store, name, tmp_path):
     assert manifest.num_rows == expected_rows
     assert read_metadata(path).write_id == manifest.write_id and len(ShardedDataset(path)) == expected_rows
     assert verify(path).ok
+
+
+# --- a store that cannot be used: an error naming the URI, at once, and nothing published ------
+
+def _break(store, problem: str, monkeypatch) -> str:
+    """Breaks the configuration as `problem` says; returns the cache path to try and the reason expected."""
+    if problem == "missing credentials":
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+        return store.uri("cache"), "no AWS credentials"
+    if problem == "missing bucket":
+        return f"{store.scheme}://no-such-bucket/cache", "there is no bucket 'no-such-bucket'"
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    monkeypatch.setenv("AWS_ENDPOINT_URL" if store.scheme == "s3" else "STORAGE_EMULATOR_HOST", dead)
+    return store.uri("cache"), f"cannot reach {'S3' if store.scheme == 's3' else 'GCS'} ({dead})"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("store, problem", [
+    ("s3", "missing credentials"), ("s3", "missing bucket"), ("s3", "unreachable endpoint"),
+    ("gs", "missing bucket"), ("gs", "unreachable endpoint"),
+], indirect=["store"])
+def test_a_store_that_cannot_be_used_is_named_at_once(store, problem, monkeypatch, capsys):
+    """(The GCS emulator serves anonymous clients, so GCS has no credentials to miss here.)"""
+    with monkeypatch.context() as broken:
+        path, reason = _break(store, problem, broken)
+        named = f"{re.escape(reason)}.* for {re.escape(path)}/"
+        with pytest.raises(StoreAccessError, match=named):
+            write_shards(rows(0, 10), path, SMALL)
+        with pytest.raises(StoreAccessError, match=named + "_metadata.json"):
+            ArrowBackend.open(path)
+        with pytest.raises(Exception, match=named):
+            with beam.Pipeline(options=options()) as p:
+                _ = p | beam.Create(rows(0, 10)) | WriteToArrowShards(path, SMALL)
+        assert cli.main(["info", path]) == 1
+        assert f"beam-shards: {reason}" in capsys.readouterr().err
+    if problem != "missing bucket":
+        assert not fs.list_dir(path, recursive=True), "something was written"
+
+
+# --- the versioned commit's guarantees on the store ------------------------------------------
+
+def leftovers(path: str) -> list[str]:
+    """Objects under `path` that no kept version needs (its manifest, its shards) besides `_metadata.json`."""
+    keep = {MANIFEST_NAME}
+    for manifest in list_versions(path):
+        keep |= {shard.file for shard in manifest.shards} | {f"{VERSIONS_DIR}/{version_name(manifest.version)}"}
+    return sorted(set(fs.walk(path)) - keep)
+
+
+def versions_hold(path: str) -> list[str]:
+    """Which write (A, B or C of `VERSIONS`) each kept version holds, oldest first; each must hold it whole."""
+    held = []
+    for manifest in list_versions(path):
+        table = ArrowBackend.open(path, version=manifest.version)
+        table = table.slice(0, table.num_rows)
+        (name,) = set(table.column("version").to_pylist())
+        assert sorted(table.column("id").to_pylist()) == list(VERSIONS[name]), f"version {manifest.version} lost rows"
+        held.append(name)
+    return held
+
+
+@pytest.mark.timeout(600)
+def test_two_racing_writers_end_as_two_versions(store, monkeypatch):
+    """Both writers read version 1 as the latest and try to create version 2 at the same moment."""
+    path = store.uri("cache")
+    write_version(path, "A")
+    barrier = threading.Barrier(2, timeout=300)
+    first_try, created = set(), []
+    real = fs.create_if_absent
+
+    def contested(target: str, data: bytes, temp: str) -> bool:
+        if threading.current_thread().name not in first_try:
+            first_try.add(threading.current_thread().name)
+            barrier.wait()
+        created.append((target.rsplit("/", 1)[-1], real(target, data, temp)))
+        return created[-1][1]
+
+    monkeypatch.setattr(fs, "create_if_absent", contested)
+    errors = []
+
+    def write(name: str) -> None:
+        try:
+            write_version(path, name)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(name,), name=name) for name in "BC"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(500)
+    assert not errors, errors
+    two, three = version_name(2), version_name(3)
+    assert sorted(created) == [(two, False), (two, True), (three, True)], "the race for version 2 was not contested"
+    held = versions_hold(path)
+    assert held[0] == "A" and sorted(held[1:]) == ["B", "C"] and read_metadata(path).version == 3
+    assert not leftovers(path)
+
+
+def _crash_writer(path: str, version: str, kill: str | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, os.path.join(SCRIPTS, "crash_writer.py"), "local", path, "--version", version,
+               "--first", str(VERSIONS[version].start), "--count", str(len(VERSIONS[version]))]
+    return subprocess.run(command + (["--kill", kill] if kill else []), capture_output=True, text=True, timeout=400)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("kill, committed", [("version:1", False), ("manifest:1", True)])
+def test_sigkill_during_finalize_then_a_rerun(store, kill, committed):
+    """Killed with the shards in place but nothing committed, or committed but `_metadata.json` not yet moved."""
+    path = store.uri("cache")
+    write_version(path, "A")
+    killed = _crash_writer(path, "B", kill)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    phases = [line.split()[1] for line in killed.stdout.splitlines() if line.startswith("event ")]
+    assert "finalize" in phases and "done" not in killed.stdout, f"not killed during finalize: {killed.stdout}"
+    assert versions_hold(path) == (["A", "B"] if committed else ["A"])
+    assert read_metadata(path).version == 1, "the pointer moved before the kill"
+    clean_up(path)  # what `beam-shards gc PATH --min_age 0` does: the pointer catches up, leftovers go
+    assert read_metadata(path).version == (2 if committed else 1) and not leftovers(path)
+    rerun = _crash_writer(path, "C")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert versions_hold(path) == (["A", "B", "C"] if committed else ["A", "C"])
+    assert read_metadata(path).version == len(list_versions(path)) and not leftovers(path)

@@ -64,3 +64,12 @@ def test_the_package_never_imports_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.timeout(600)
+def test_dataloader_with_two_workers_on_an_object_store(store):
+    path = store.uri("cache")
+    write_shards((example(i) for i in range(N)), path, FEATURES, max_rows_per_shard=8, batch_size=4)
+    ds = ShardedDataset(path, columns=["id", "label"])
+    ids = [i for batch in DataLoader(ds, batch_size=5, num_workers=2) for i in batch["id"].tolist()]
+    assert ids == list(range(N))

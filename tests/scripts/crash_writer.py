@@ -21,6 +21,8 @@ manifest, cleanup) and `done WRITE_ID SECONDS` at the end. It is killed with SIG
     publish    the finalize step, before it touches anything
     rename     os.rename: each staged shard moved into place, then `_metadata.json`
     commit     os.link: the version file created from its temporary file (the commit)
+    version    fs.create_if_absent: creating the version file, on every scheme (on an
+               object store: the shards are in place, nothing is committed yet)
     manifest   writing `_metadata.json` (temporary file, then rename)
     cleanup    after `_metadata.json` is in place, before the staging is removed
     unlink     each file removed (the version's temporary file, the staging folder)
@@ -96,6 +98,7 @@ def install_hooks(path: str, kill: tuple[str, int] | None, on_event=None) -> Non
     _hook(commit, "publish", "publish", kill, event="finalize", on_event=on_event)
     local.publish = sink.publish = commit.publish  # both import it by name
     _hook(fs, "write_bytes_atomic", "manifest", kill, event="manifest", on_event=on_event)
+    _hook(fs, "create_if_absent", "version", kill)
     _hook(commit, "remove_staging", "cleanup", kill, event="cleanup", on_event=on_event)
     _hook(os, "rename", "rename", kill, under=under)
     _hook(os, "link", "commit", kill, under=under)
