@@ -8,12 +8,19 @@ pixels: a JPEG's marker segments up to its end-of-image marker, a PNG's chunks (
 their CRCs) up to IEND, the trailer of a GIF and the length of a WebP; then Pillow
 reads the header, and an image of more pixels than `PIL.Image.MAX_IMAGE_PIXELS` (a
 decompression bomb) is refused, so a truncated, damaged or hostile file is caught.
+
+Pillow's header parse costs about ten times the container walk, so `sniff_format`
+remembers what Pillow made of a JPEG or PNG header (see `_HeaderVerdicts`): images
+with the same header bytes (same encoder, tables and size) are opened once.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import re
+import threading
+import warnings
 import zlib
 from typing import Any
 
@@ -45,39 +52,148 @@ def sniff_format(data: bytes) -> str:
     """
     if not data:
         raise ValueError("empty bytes are not an image")
-    container = _check_container(data)
+    container, header = _check_container(data)
+    if header is None:
+        return _open_format(data, container)
+    return _VERDICTS.format_of(data, container, header)
+
+
+def _open_format(data: bytes, container: str | None) -> str:
     with open_image(data) as image:
         return container or image.format or "unknown"
 
 
-def _check_container(data: bytes) -> str | None:
-    """The format whose container `data` is, after checking it is complete; None for others."""
+class _ReadReach(io.BytesIO):
+    """A BytesIO that records how far into it any read reached.
+
+    A read to the end, or a question that depends on the length (a seek from the end,
+    readline, readinto, getvalue), counts as reaching past every header.
+    """
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.reach = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if size is None or size < 0 or len(data) < size:
+            self.reach = math.inf
+        else:
+            self.reach = max(self.reach, self.tell())
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == io.SEEK_END:
+            self.reach = math.inf
+        return super().seek(offset, whence)
+
+    def _past_every_header(self, *args: Any) -> Any:
+        raise io.UnsupportedOperation("only read and seek are tracked")
+
+    readline = readlines = readinto = readinto1 = read1 = getvalue = getbuffer = _past_every_header
+
+
+class _HeaderVerdicts:
+    """What Pillow made of the JPEG and PNG headers it opened cleanly: header bytes -> (format, pixels).
+
+    Pillow opens an image by reading its header: a JPEG's marker segments up to the end
+    of its first scan header, a PNG's chunks up to the first IDAT (whose length it only
+    stores). An entry is kept only when Pillow, given the whole image, read no byte past
+    that header, warned about nothing and found the image within the pixel limit: its
+    verdict then depends on the header bytes alone, and any image whose container is
+    complete and whose header is the same gets it without parsing again. The pixel limit
+    (`PIL.Image.MAX_IMAGE_PIXELS`) is checked on every use, as it may change; anything
+    else (a new header, a refused or warned-about one) goes through `open_image`, so
+    what is accepted or refused, and every message, stays as without the memo. At most
+    `entries` headers of at most `header_bytes` each are kept (the oldest go first).
+    """
+
+    def __init__(self, entries: int = 256, header_bytes: int = 16 << 10):
+        self._entries = entries
+        self._header_bytes = header_bytes
+        self._known: dict[bytes, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"_HeaderVerdicts({len(self._known)} of {self._entries} headers)"
+
+    def format_of(self, data: bytes, container: str, header: tuple[int, int]) -> str:
+        """`sniff_format`'s answer for complete `data` whose header is `data[:header[0]]`,
+        when Pillow may read up to `header[1]`."""
+        end, reach = header
+        key = data[:end] if end <= self._header_bytes else None
+        known = self._known.get(key) if key is not None else None
+        if known is not None and _within_pixel_limit(known[1]):
+            return known[0]
+        verdict = None if key is None else self._ask_pillow(data, container, reach)
+        if verdict is None:
+            return _open_format(data, container)
+        with self._lock:
+            if len(self._known) >= self._entries:
+                del self._known[next(iter(self._known))]
+            self._known[key] = verdict
+        return verdict[0]
+
+    @staticmethod
+    def _ask_pillow(data: bytes, container: str, reach: int) -> tuple[str, int] | None:
+        """(format, pixels) when Pillow opens `data` cleanly reading no byte past `reach`; else None."""
+        from PIL import Image as PILImage
+
+        stream = _ReadReach(data)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with PILImage.open(stream) as image:
+                    verdict = (container or image.format or "unknown", image.width * image.height)
+            except Exception:  # noqa: BLE001 - open_image gives the error, with its message
+                return None
+        if caught or stream.reach > reach or not _within_pixel_limit(verdict[1]):
+            return None
+        return verdict
+
+
+def _within_pixel_limit(pixels: int) -> bool:
+    from PIL import Image as PILImage
+
+    limit = PILImage.MAX_IMAGE_PIXELS
+    return limit is None or pixels <= limit
+
+
+_VERDICTS = _HeaderVerdicts()
+
+
+def _check_container(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
+    """The format whose container `data` is, after checking it is complete (None for
+    others), and for JPEG and PNG where the header Pillow reads ends: `(end of the
+    header, how far Pillow may read)`."""
     if data.startswith(_JPEG_SOI):
-        _check_jpeg(data)
-        return "JPEG"
+        end = _check_jpeg(data)
+        return "JPEG", (end, end)
     if data.startswith(_PNG_SIGNATURE):
-        _check_png(data)
-        return "PNG"
+        idat = _check_png(data)
+        # Pillow reads the first IDAT chunk's length and type, and only stores the length.
+        return "PNG", None if idat is None else (idat, idat + 8)
     if data[:6] in (b"GIF87a", b"GIF89a"):
         if not data.rstrip(b"\x00").endswith(b";"):
             raise ValueError("truncated GIF: no trailer")
-        return "GIF"
+        return "GIF", None
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         if int.from_bytes(data[4:8], "little") + 8 > len(data):
             raise ValueError("truncated WebP: shorter than its RIFF header says")
-        return "WEBP"
-    return None
+        return "WEBP", None
+    return None, None
 
 
-def _check_jpeg(data: bytes) -> None:
-    """Walks a JPEG's marker segments from SOI to EOI, as a decoder does.
+def _check_jpeg(data: bytes) -> int:
+    """Walks a JPEG's marker segments from SOI to EOI, as a decoder does; returns where
+    its first scan header ends (its header, for Pillow), or its length if it has none.
 
     Segments are skipped by their lengths, so the end-of-image marker of an EXIF
     thumbnail (a JPEG inside the APP1 segment) is not taken for the image's own; after
     each scan header its entropy-coded data runs to the next marker. Where a segment
     ends the next marker must start: bytes there mean a length is wrong.
     """
-    position = 2
+    position, header = 2, None
     while True:
         found = _JPEG_MARKER.match(data, position)
         if found is None:
@@ -87,7 +203,7 @@ def _check_jpeg(data: bytes) -> None:
                              f"(found {data[position:position + 2].hex(' ')})")
         marker, position = found.group(1)[0], found.end()
         if marker == _JPEG_EOI:
-            return
+            return len(data) if header is None else header
         if marker in _JPEG_NO_LENGTH:
             continue
         end = position + int.from_bytes(data[position:position + 2], "big")
@@ -99,6 +215,7 @@ def _check_jpeg(data: bytes) -> None:
                              f"has length {end - position}")
         position = end
         if marker == _JPEG_SOS:
+            header = end if header is None else header
             scan_end = _JPEG_SCAN_END.search(data, position)
             if scan_end is None:
                 raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
@@ -106,10 +223,11 @@ def _check_jpeg(data: bytes) -> None:
             position = scan_end.start()
 
 
-def _check_png(data: bytes) -> None:
-    """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC."""
+def _check_png(data: bytes) -> int | None:
+    """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC; returns
+    where its first IDAT chunk starts (None if it has none)."""
     view = memoryview(data)
-    position = len(_PNG_SIGNATURE)
+    position, idat = len(_PNG_SIGNATURE), None
     while True:
         length = int.from_bytes(data[position:position + 4], "big")
         end = position + 12 + length
@@ -120,7 +238,9 @@ def _check_png(data: bytes) -> None:
         if zlib.crc32(view[position + 4:end - 4]) != int.from_bytes(view[end - 4:end], "big"):
             raise ValueError(f"damaged PNG: chunk {kind!r} at byte {position:,} fails its CRC check")
         if kind == b"IEND":
-            return
+            return idat
+        if kind == b"IDAT" and idat is None:
+            idat = position
         position = end
 
 
