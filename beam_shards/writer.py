@@ -76,6 +76,19 @@ class WriterOptions:
             raise ValueError(f"compression must be one of {COMPRESSIONS}; got {self.compression!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class EncodedRows:
+    """Rows a step before the writer already checked against the writer's features, as
+    `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
+    they are not checked twice. Their schema must be the features' Arrow schema.
+
+    Args:
+      table: the rows, from `Features.encode_batch`.
+    """
+
+    table: pa.Table
+
+
 def split_key(item: Any, position: Any) -> tuple[Any, Any]:
     """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
 
@@ -245,7 +258,14 @@ class ShardWriter:
 
         Raises:
           EncodeError: the example does not match the features (names `key`).
+          ValueError: `EncodedRows` of another schema.
         """
+        if isinstance(example, EncodedRows):
+            if not example.table.schema.equals(self._schema, check_metadata=True):
+                raise ValueError(f"EncodedRows {key!r} have schema {example.table.schema}, not the features' "
+                                 f"{self._schema}; encode them with Features.encode_batch of the same features")
+            self.write_table(example.table)
+            return example.table.num_rows
         if isinstance(example, (pa.RecordBatch, pa.Table)):
             self.write_table(self._features.encode_batch(example, key))
             return example.num_rows
