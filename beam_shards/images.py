@@ -153,10 +153,21 @@ class _HeaderVerdicts:
 
 
 def _within_pixel_limit(pixels: int) -> bool:
-    from PIL import Image as PILImage
-
-    limit = PILImage.MAX_IMAGE_PIXELS
+    limit = _pil().MAX_IMAGE_PIXELS
     return limit is None or pixels <= limit
+
+
+def _pil() -> Any:
+    """`PIL.Image`, imported on first use (once: an import statement costs more than the memo's lookup)."""
+    global _PIL_IMAGE
+    if _PIL_IMAGE is None:
+        from PIL import Image as PILImage
+
+        _PIL_IMAGE = PILImage
+    return _PIL_IMAGE
+
+
+_PIL_IMAGE: Any = None
 
 
 _VERDICTS = _HeaderVerdicts()
@@ -193,23 +204,24 @@ def _check_jpeg(data: bytes) -> int:
     each scan header its entropy-coded data runs to the next marker. Where a segment
     ends the next marker must start: bytes there mean a length is wrong.
     """
-    position, header = 2, None
+    position, header, size, match = 2, None, len(data), _JPEG_MARKER.match
     while True:
-        found = _JPEG_MARKER.match(data, position)
+        found = match(data, position)
         if found is None:
-            if position >= len(data) - 1:
-                raise ValueError(f"truncated JPEG: no end-of-image marker in its {len(data):,} bytes")
+            if position >= size - 1:
+                raise ValueError(f"truncated JPEG: no end-of-image marker in its {size:,} bytes")
             raise ValueError(f"damaged JPEG: no marker at byte {position:,}, where the segment before ends "
                              f"(found {data[position:position + 2].hex(' ')})")
-        marker, position = found.group(1)[0], found.end()
+        position = found.end()
+        marker = data[position - 1]
         if marker == _JPEG_EOI:
-            return len(data) if header is None else header
+            return size if header is None else header
         if marker in _JPEG_NO_LENGTH:
             continue
-        end = position + int.from_bytes(data[position:position + 2], "big")
-        if position + 2 > len(data) or end > len(data):
+        end = position + (data[position] << 8 | data[position + 1]) if position + 2 <= size else size + 1
+        if end > size:
             raise ValueError(f"truncated JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
-                             f"runs past the end ({len(data):,} bytes)")
+                             f"runs past the end ({size:,} bytes)")
         if end < position + 2:
             raise ValueError(f"damaged JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
                              f"has length {end - position}")
@@ -218,7 +230,7 @@ def _check_jpeg(data: bytes) -> int:
             header = end if header is None else header
             scan_end = _JPEG_SCAN_END.search(data, position)
             if scan_end is None:
-                raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
+                raise ValueError(f"truncated JPEG: its scan data runs to the end ({size:,} bytes) "
                                  "with no end-of-image marker")
             position = scan_end.start()
 
