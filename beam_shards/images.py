@@ -52,7 +52,8 @@ def sniff_format(data: bytes) -> str:
     """
     if not data:
         raise ValueError("empty bytes are not an image")
-    container, header = _check_container(data)
+    recent = _VERDICTS.recent(data)
+    container, header = _check_container(data) if recent is None else _check_after_header(data, *recent)
     if header is None:
         return _open_format(data, container)
     return _VERDICTS.format_of(data, container, header)
@@ -112,10 +113,20 @@ class _HeaderVerdicts:
         self._entries = entries
         self._header_bytes = header_bytes
         self._known: dict[bytes, tuple[str, int]] = {}
+        self._recent: tuple[bytes, str] | None = None  # the header last answered for, and its container
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"_HeaderVerdicts({len(self._known)} of {self._entries} headers)"
+
+    def recent(self, data: bytes) -> tuple[str, int] | None:
+        """`(container, end of the header)` when `data` starts with the header answered for
+        last: the container walk up to there went through the same bytes, so it need not
+        run again (images of one dataset often share a header)."""
+        recent = self._recent
+        if recent is not None and data.startswith(recent[0]):
+            return recent[1], len(recent[0])
+        return None
 
     def format_of(self, data: bytes, container: str, header: tuple[int, int]) -> str:
         """`sniff_format`'s answer for complete `data` whose header is `data[:header[0]]`,
@@ -124,6 +135,7 @@ class _HeaderVerdicts:
         key = data[:end] if end <= self._header_bytes else None
         known = self._known.get(key) if key is not None else None
         if known is not None and _within_pixel_limit(known[1]):
+            self._recent = (key, container)
             return known[0]
         verdict = None if key is None else self._ask_pillow(data, container, reach)
         if verdict is None:
@@ -132,6 +144,7 @@ class _HeaderVerdicts:
             if len(self._known) >= self._entries:
                 del self._known[next(iter(self._known))]
             self._known[key] = verdict
+        self._recent = (key, container)
         return verdict[0]
 
     @staticmethod
@@ -178,12 +191,9 @@ def _check_container(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
     others), and for JPEG and PNG where the header Pillow reads ends: `(end of the
     header, how far Pillow may read)`."""
     if data.startswith(_JPEG_SOI):
-        end = _check_jpeg(data)
-        return "JPEG", (end, end)
+        return _header_span("JPEG", _check_jpeg(data))
     if data.startswith(_PNG_SIGNATURE):
-        idat = _check_png(data)
-        # Pillow reads the first IDAT chunk's length and type, and only stores the length.
-        return "PNG", None if idat is None else (idat, idat + 8)
+        return _header_span("PNG", _check_png(data))
     if data[:6] in (b"GIF87a", b"GIF89a"):
         if not data.rstrip(b"\x00").endswith(b";"):
             raise ValueError("truncated GIF: no trailer")
@@ -195,9 +205,25 @@ def _check_container(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
     return None, None
 
 
-def _check_jpeg(data: bytes) -> int:
+def _check_after_header(data: bytes, container: str, header: int) -> tuple[str, tuple[int, int] | None]:
+    """`_check_container` for `data` whose first `header` bytes are a header it walked before."""
+    if container == "JPEG":
+        return _header_span(container, _check_jpeg(data, resume=header))
+    return _header_span(container, _check_png(data, resume=header))
+
+
+def _header_span(container: str, end: int | None) -> tuple[str, tuple[int, int] | None]:
+    """`(container, (end of the header, how far Pillow may read))`; no span without a header."""
+    if end is None:
+        return container, None
+    # Pillow reads a PNG's first IDAT chunk's length and type, and only stores the length.
+    return container, (end, end + 8 if container == "PNG" else end)
+
+
+def _check_jpeg(data: bytes, resume: int | None = None) -> int | None:
     """Walks a JPEG's marker segments from SOI to EOI, as a decoder does; returns where
-    its first scan header ends (its header, for Pillow), or its length if it has none.
+    its first scan header ends (its header, for Pillow; None if it has no scan). With
+    `resume`, where that header ends, the walk starts there, at the scan's data.
 
     Segments are skipped by their lengths, so the end-of-image marker of an EXIF
     thumbnail (a JPEG inside the APP1 segment) is not taken for the image's own; after
@@ -205,6 +231,9 @@ def _check_jpeg(data: bytes) -> int:
     ends the next marker must start: bytes there mean a length is wrong.
     """
     position, header, size, match = 2, None, len(data), _JPEG_MARKER.match
+    if resume is not None:
+        position = header = resume
+        position = _jpeg_scan_end(data, position)
     while True:
         found = match(data, position)
         if found is None:
@@ -215,7 +244,7 @@ def _check_jpeg(data: bytes) -> int:
         position = found.end()
         marker = data[position - 1]
         if marker == _JPEG_EOI:
-            return size if header is None else header
+            return header
         if marker in _JPEG_NO_LENGTH:
             continue
         end = position + (data[position] << 8 | data[position + 1]) if position + 2 <= size else size + 1
@@ -228,18 +257,24 @@ def _check_jpeg(data: bytes) -> int:
         position = end
         if marker == _JPEG_SOS:
             header = end if header is None else header
-            scan_end = _JPEG_SCAN_END.search(data, position)
-            if scan_end is None:
-                raise ValueError(f"truncated JPEG: its scan data runs to the end ({size:,} bytes) "
-                                 "with no end-of-image marker")
-            position = scan_end.start()
+            position = _jpeg_scan_end(data, position)
 
 
-def _check_png(data: bytes) -> int | None:
+def _jpeg_scan_end(data: bytes, position: int) -> int:
+    """Where the entropy-coded data of a scan starting at `position` ends: at the next marker."""
+    scan_end = _JPEG_SCAN_END.search(data, position)
+    if scan_end is None:
+        raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
+                         "with no end-of-image marker")
+    return scan_end.start()
+
+
+def _check_png(data: bytes, resume: int | None = None) -> int | None:
     """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC; returns
-    where its first IDAT chunk starts (None if it has none)."""
+    where its first IDAT chunk starts (None if it has none). With `resume`, where that
+    chunk starts, the walk starts there."""
     view = memoryview(data)
-    position, idat = len(_PNG_SIGNATURE), None
+    position, idat = (len(_PNG_SIGNATURE), None) if resume is None else (resume, resume)
     while True:
         length = int.from_bytes(data[position:position + 4], "big")
         end = position + 12 + length
