@@ -665,7 +665,7 @@ def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
 def test_each_example_is_encoded_once(tmp_path, monkeypatch):
     """Examples are encoded by the sink alone; Rows by the check step alone, handed on encoded."""
     calls = []
-    for name in ("encode_example", "encode_batch"):
+    for name in ("encode_values", "encode_batch"):  # encode_example goes through encode_values
         def counting(self, *args, _original=getattr(Features, name), _name=name, **kwargs):
             calls.append(_name)
             return _original(self, *args, **kwargs)
@@ -677,7 +677,7 @@ def test_each_example_is_encoded_once(tmp_path, monkeypatch):
     with beam.Pipeline(options=options()) as pipeline:
         common.write_cache(pipeline | beam.Create([(f"row {i}", {"n": i}) for i in range(5)] + [("rows", rows)]),
                            args, features, {})
-    assert sorted(calls) == ["encode_batch"] + ["encode_example"] * 5
+    assert sorted(calls) == ["encode_batch"] + ["encode_values"] * 5
     assert read_metadata(args.output).num_rows == 8
 
 
