@@ -8,13 +8,20 @@ pixels: a JPEG's marker segments up to its end-of-image marker, a PNG's chunks (
 their CRCs) up to IEND, the trailer of a GIF and the length of a WebP; then Pillow
 reads the header, and an image of more pixels than `PIL.Image.MAX_IMAGE_PIXELS` (a
 decompression bomb) is refused, so a truncated, damaged or hostile file is caught.
+
+Pillow's header parse costs about ten times the container walk, so `sniff_format`
+remembers what Pillow made of a JPEG or PNG header (see `_HeaderVerdicts`): images
+with the same header bytes (same encoder, tables and size) are opened once.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import math
 import re
+import threading
+import warnings
 import zlib
 from typing import Any
 
@@ -46,71 +53,229 @@ def sniff_format(data: bytes) -> str:
     """
     if not data:
         raise ValueError("empty bytes are not an image")
-    container = _check_container(data)
+    recent = _VERDICTS.recent(data)
+    container, header = _check_container(data) if recent is None else _check_after_header(data, *recent)
+    if header is None:
+        return _open_format(data, container)
+    return _VERDICTS.format_of(data, container, header)
+
+
+def _open_format(data: bytes, container: str | None) -> str:
     with open_image(data) as image:
         return container or image.format or "unknown"
 
 
-def _check_container(data: bytes) -> str | None:
-    """The format whose container `data` is, after checking it is complete; None for others."""
+class _ReadReach(io.BytesIO):
+    """A BytesIO that records how far into it any read reached.
+
+    A read to the end, or a question that depends on the length (a seek from the end,
+    readline, readinto, getvalue), counts as reaching past every header.
+    """
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.reach = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if size is None or size < 0 or len(data) < size:
+            self.reach = math.inf
+        else:
+            self.reach = max(self.reach, self.tell())
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == io.SEEK_END:
+            self.reach = math.inf
+        return super().seek(offset, whence)
+
+    def _past_every_header(self, *args: Any) -> Any:
+        raise io.UnsupportedOperation("only read and seek are tracked")
+
+    readline = readlines = readinto = readinto1 = read1 = getvalue = getbuffer = _past_every_header
+
+
+class _HeaderVerdicts:
+    """What Pillow made of the JPEG and PNG headers it opened cleanly: header bytes -> (format, pixels).
+
+    Pillow opens an image by reading its header: a JPEG's marker segments up to the end
+    of its first scan header, a PNG's chunks up to the first IDAT (whose length it only
+    stores). An entry is kept only when Pillow, given the whole image, read no byte past
+    that header, warned about nothing and found the image within the pixel limit: its
+    verdict then depends on the header bytes alone, and any image whose container is
+    complete and whose header is the same gets it without parsing again. The pixel limit
+    (`PIL.Image.MAX_IMAGE_PIXELS`) is checked on every use, as it may change; anything
+    else (a new header, a refused or warned-about one) goes through `open_image`, so
+    what is accepted or refused, and every message, stays as without the memo. At most
+    `entries` headers of at most `header_bytes` each are kept (the oldest go first).
+    """
+
+    def __init__(self, entries: int = 256, header_bytes: int = 16 << 10):
+        self._entries = entries
+        self._header_bytes = header_bytes
+        self._known: dict[bytes, tuple[str, int]] = {}
+        self._recent: tuple[bytes, str] | None = None  # the header last answered for, and its container
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"_HeaderVerdicts({len(self._known)} of {self._entries} headers)"
+
+    def recent(self, data: bytes) -> tuple[str, int] | None:
+        """`(container, end of the header)` when `data` starts with the header answered for
+        last: the container walk up to there went through the same bytes, so it need not
+        run again (images of one dataset often share a header)."""
+        recent = self._recent
+        if recent is not None and data.startswith(recent[0]):
+            return recent[1], len(recent[0])
+        return None
+
+    def format_of(self, data: bytes, container: str, header: tuple[int, int]) -> str:
+        """`sniff_format`'s answer for complete `data` whose header is `data[:header[0]]`,
+        when Pillow may read up to `header[1]`."""
+        end, reach = header
+        key = data[:end] if end <= self._header_bytes else None
+        known = self._known.get(key) if key is not None else None
+        if known is not None and _within_pixel_limit(known[1]):
+            self._recent = (key, container)
+            return known[0]
+        verdict = None if key is None else self._ask_pillow(data, container, reach)
+        if verdict is None:
+            return _open_format(data, container)
+        with self._lock:
+            if len(self._known) >= self._entries:
+                del self._known[next(iter(self._known))]
+            self._known[key] = verdict
+        self._recent = (key, container)
+        return verdict[0]
+
+    @staticmethod
+    def _ask_pillow(data: bytes, container: str, reach: int) -> tuple[str, int] | None:
+        """(format, pixels) when Pillow opens `data` cleanly reading no byte past `reach`; else None."""
+        from PIL import Image as PILImage
+
+        stream = _ReadReach(data)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with PILImage.open(stream) as image:
+                    verdict = (container or image.format or "unknown", image.width * image.height)
+            except Exception:  # noqa: BLE001 - open_image gives the error, with its message
+                return None
+        if caught or stream.reach > reach or not _within_pixel_limit(verdict[1]):
+            return None
+        return verdict
+
+
+def _within_pixel_limit(pixels: int) -> bool:
+    limit = _pil().MAX_IMAGE_PIXELS
+    return limit is None or pixels <= limit
+
+
+def _pil() -> Any:
+    """`PIL.Image`, imported on first use (once: an import statement costs more than the memo's lookup)."""
+    global _PIL_IMAGE
+    if _PIL_IMAGE is None:
+        from PIL import Image as PILImage
+
+        _PIL_IMAGE = PILImage
+    return _PIL_IMAGE
+
+
+_PIL_IMAGE: Any = None
+
+
+_VERDICTS = _HeaderVerdicts()
+
+
+def _check_container(data: bytes) -> tuple[str | None, tuple[int, int] | None]:
+    """The format whose container `data` is, after checking it is complete (None for
+    others), and for JPEG and PNG where the header Pillow reads ends: `(end of the
+    header, how far Pillow may read)`."""
     if data.startswith(_JPEG_SOI):
-        _check_jpeg(data)
-        return "JPEG"
+        return _header_span("JPEG", _check_jpeg(data))
     if data.startswith(_PNG_SIGNATURE):
-        _check_png(data)
-        return "PNG"
+        return _header_span("PNG", _check_png(data))
     if data[:6] in (b"GIF87a", b"GIF89a"):
         if not data.rstrip(b"\x00").endswith(b";"):
             raise ValueError("truncated GIF: no trailer")
-        return "GIF"
+        return "GIF", None
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         if int.from_bytes(data[4:8], "little") + 8 > len(data):
             raise ValueError("truncated WebP: shorter than its RIFF header says")
-        return "WEBP"
-    return None
+        return "WEBP", None
+    return None, None
 
 
-def _check_jpeg(data: bytes) -> None:
-    """Walks a JPEG's marker segments from SOI to EOI, as a decoder does.
+def _check_after_header(data: bytes, container: str, header: int) -> tuple[str, tuple[int, int] | None]:
+    """`_check_container` for `data` whose first `header` bytes are a header it walked before."""
+    if container == "JPEG":
+        return _header_span(container, _check_jpeg(data, resume=header))
+    return _header_span(container, _check_png(data, resume=header))
+
+
+def _header_span(container: str, end: int | None) -> tuple[str, tuple[int, int] | None]:
+    """`(container, (end of the header, how far Pillow may read))`; no span without a header."""
+    if end is None:
+        return container, None
+    # Pillow reads a PNG's first IDAT chunk's length and type, and only stores the length.
+    return container, (end, end + 8 if container == "PNG" else end)
+
+
+def _check_jpeg(data: bytes, resume: int | None = None) -> int | None:
+    """Walks a JPEG's marker segments from SOI to EOI, as a decoder does; returns where
+    its first scan header ends (its header, for Pillow; None if it has no scan). With
+    `resume`, where that header ends, the walk starts there, at the scan's data.
 
     Segments are skipped by their lengths, so the end-of-image marker of an EXIF
     thumbnail (a JPEG inside the APP1 segment) is not taken for the image's own; after
     each scan header its entropy-coded data runs to the next marker. Where a segment
     ends the next marker must start: bytes there mean a length is wrong.
     """
-    position = 2
+    position, header, size, match = 2, None, len(data), _JPEG_MARKER.match
+    if resume is not None:
+        position = header = resume
+        position = _jpeg_scan_end(data, position)
     while True:
-        found = _JPEG_MARKER.match(data, position)
+        found = match(data, position)
         if found is None:
-            if position >= len(data) - 1:
-                raise ValueError(f"truncated JPEG: no end-of-image marker in its {len(data):,} bytes")
+            if position >= size - 1:
+                raise ValueError(f"truncated JPEG: no end-of-image marker in its {size:,} bytes")
             raise ValueError(f"damaged JPEG: no marker at byte {position:,}, where the segment before ends "
                              f"(found {data[position:position + 2].hex(' ')})")
-        marker, position = found.group(1)[0], found.end()
+        position = found.end()
+        marker = data[position - 1]
         if marker == _JPEG_EOI:
-            return
+            return header
         if marker in _JPEG_NO_LENGTH:
             continue
-        end = position + int.from_bytes(data[position:position + 2], "big")
-        if position + 2 > len(data) or end > len(data):
+        end = position + (data[position] << 8 | data[position + 1]) if position + 2 <= size else size + 1
+        if end > size:
             raise ValueError(f"truncated JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
-                             f"runs past the end ({len(data):,} bytes)")
+                             f"runs past the end ({size:,} bytes)")
         if end < position + 2:
             raise ValueError(f"damaged JPEG: the segment of marker FF{marker:02X} at byte {position - 2:,} "
                              f"has length {end - position}")
         position = end
         if marker == _JPEG_SOS:
-            scan_end = _JPEG_SCAN_END.search(data, position)
-            if scan_end is None:
-                raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
-                                 "with no end-of-image marker")
-            position = scan_end.start()
+            header = end if header is None else header
+            position = _jpeg_scan_end(data, position)
 
 
-def _check_png(data: bytes) -> None:
-    """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC."""
+def _jpeg_scan_end(data: bytes, position: int) -> int:
+    """Where the entropy-coded data of a scan starting at `position` ends: at the next marker."""
+    scan_end = _JPEG_SCAN_END.search(data, position)
+    if scan_end is None:
+        raise ValueError(f"truncated JPEG: its scan data runs to the end ({len(data):,} bytes) "
+                         "with no end-of-image marker")
+    return scan_end.start()
+
+
+def _check_png(data: bytes, resume: int | None = None) -> int | None:
+    """Walks a PNG's chunks from the signature to IEND, checking each chunk's CRC; returns
+    where its first IDAT chunk starts (None if it has none). With `resume`, where that
+    chunk starts, the walk starts there."""
     view = memoryview(data)
-    position = len(_PNG_SIGNATURE)
+    position, idat = (len(_PNG_SIGNATURE), None) if resume is None else (resume, resume)
     while True:
         length = int.from_bytes(data[position:position + 4], "big")
         end = position + 12 + length
@@ -121,7 +286,9 @@ def _check_png(data: bytes) -> None:
         if zlib.crc32(view[position + 4:end - 4]) != int.from_bytes(view[end - 4:end], "big"):
             raise ValueError(f"damaged PNG: chunk {kind!r} at byte {position:,} fails its CRC check")
         if kind == b"IEND":
-            return
+            return idat
+        if kind == b"IDAT" and idat is None:
+            idat = position
         position = end
 
 

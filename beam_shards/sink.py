@@ -6,8 +6,11 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   of the same pipeline or template never reuses one.
 - write: each bundle attempt encodes its examples and stages size-rotated shards in
   a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
-  bundles never collide; a failed attempt removes its files. Only the shards of
-  committed bundles travel on, through a shuffle that makes the list stable.
+  bundles never collide; a failed attempt removes its files. A write id given at
+  construction reaches the DoFn with it; one made when the pipeline runs comes as a
+  side input, which costs Beam's per-window invoker on every element. With `on_bad="skip"`, an example that does not fit goes to a tagged
+  output instead (only a committed bundle's reach it). Only the shards of committed
+  bundles travel on, through a shuffle that makes the list stable.
 - merge: so that shard sizes do not follow the runner's bundles, one step plans bins
   of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
   reshuffle spreads the bins over workers, and each bin's record batches are copied
@@ -22,16 +25,19 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
 from __future__ import annotations
 
 import logging
-from typing import Any
+import pickle
+from typing import Any, NamedTuple
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.metrics import Metrics
-from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
+from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput, TaggedOutput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards import counters, fs
 from beam_shards.commit import check_write, publish, remove_staging, staged_order, staged_shards
+from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.gc import Retention, collect_garbage
@@ -42,6 +48,23 @@ from beam_shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT
                                 WriterOptions, WrittenShard, split_key)
 
 _LOGGER = logging.getLogger(__name__)
+ON_BAD = ("fail", "skip")
+BAD_TAG = "bad"
+
+
+class WriteWithBad(NamedTuple):
+    """What `WriteToArrowShards(..., on_bad="skip")` returns: the published manifest, and
+    the examples it skipped (Beam's dead-letter idiom).
+
+    Attributes:
+      manifest: a PCollection of one element, the published `Manifest`.
+      bad: a PCollection of one dict per skipped example: "key" (its key; for a row of a
+        batch, `(batch key, row)`), "example" (as given, or a short repr when it does
+        not pickle) and "reason" (the error, naming the field and the feature).
+    """
+
+    manifest: beam.PCollection
+    bad: beam.PCollection
 
 
 def preview_example(example: Any, fields: int = 3) -> str:
@@ -64,34 +87,56 @@ def _write_id_or_fallback(write_id: Any) -> str:
     return write_id
 
 
-class _WriteBundleFn(beam.DoFn):
-    """Encodes a bundle's examples and writes them into size-rotated staged shards."""
+def dead_letter(example: Any, key: Any, error: EncodeError) -> dict[str, Any]:
+    """The record of a skipped example: its key, the example (a short repr when it does not
+    pickle, so the record can travel between workers) and the reason."""
+    try:
+        pickle.dumps(example)
+    except Exception:  # noqa: BLE001 - anything pickle refuses
+        example = short_repr(example)
+    return {"key": key, "example": example, "reason": str(error)}
 
-    def __init__(self, path: str, features: Features, options: WriterOptions):
+
+class _WriteBundleFn(beam.DoFn):
+    """Encodes a bundle's examples and writes them into size-rotated staged shards.
+
+    With `on_bad="skip"` an example that does not fit is returned as a dead letter (the
+    `BAD_TAG` output) instead of failing the bundle; a batch that does not fit is
+    written row by row, so only its bad rows are skipped.
+    """
+
+    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+                 on_bad: str = "fail"):
         self._layout = CacheLayout(path)
         self._features = features
         self._options = options
+        self._given_write_id = write_id
+        self._skip = on_bad == "skip"
         self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_WRITTEN)
         self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_WRITTEN)
         self._shards = Metrics.counter(counters.NAMESPACE, counters.SHARDS_WRITTEN)
+        self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
 
     def start_bundle(self) -> None:
         self._writer: ShardWriter | None = None
-        self._write_id: str | None = None
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
         self._discard()
 
-    def process(self, element: Any, write_id: Any) -> None:
+    def process(self, element: Any) -> list[TaggedOutput] | None:
         key, example = split_key(element, None)
         if self._writer is None:
-            self._write_id = _write_id_or_fallback(write_id)
             attempt = self._layout.new_attempt(self._write_id)
             self._writer = ShardWriter(self._features, staged_shards(attempt), self._options)
         try:
             self._writer.add(example, key)
         except EncodeError as error:
+            if self._skip:
+                return self._skip_bad(example, key, error)
             self._discard()
             if key is None and isinstance(example, dict):  # name it by its first fields, only on failure
                 raise EncodeError(error.reason, example=preview_example(example), field=error.field,
@@ -100,6 +145,21 @@ class _WriteBundleFn(beam.DoFn):
         except BaseException:
             self._discard()
             raise
+        return None
+
+    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> list[TaggedOutput]:
+        """Dead letters for a bad example, or for the bad rows of a batch (its good rows are written)."""
+        if not isinstance(example, (pa.RecordBatch, pa.Table)):
+            bad = [dead_letter(example, key, error)]
+        else:
+            bad = []
+            for row, item in enumerate(example.to_pylist()):
+                try:
+                    self._writer.add(item, (key, row))
+                except EncodeError as row_error:
+                    bad.append(dead_letter(item, (key, row), row_error))
+        self._bad.inc(len(bad))
+        return [TaggedOutput(BAD_TAG, letter) for letter in bad]
 
     def _discard(self) -> None:
         # A failed attempt removes what it staged; the runner may retry the bundle.
@@ -122,6 +182,15 @@ class _WriteBundleFn(beam.DoFn):
             self._shards.inc()
             self._bytes.inc(shard.num_bytes)
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
+
+
+class _WriteBundleWithIdFn(_WriteBundleFn):
+    """`_WriteBundleFn` for a write whose id is made when the pipeline runs: it comes as a side input."""
+
+    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | None:
+        if self._write_id is None:
+            self._write_id = _write_id_or_fallback(write_id)
+        return super().process(element)
 
 
 def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
@@ -239,12 +308,21 @@ class WriteToArrowShards(beam.PTransform):
         default one is made when the pipeline runs. Give one to clean up after a failed
         run yourself (`beam_shards.commit.abandon(path, write_id)`); it must be new for
         every run, or finalize takes the run for a retry of the published one.
+      on_bad: "fail" (the default): an example that does not fit fails the pipeline and
+        nothing is published. "skip": it is left out and goes to the `bad` output instead
+        (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
+        cache holds the other examples.
 
     Returns (from `expand`):
-      A PCollection with one element, the published `Manifest`.
+      A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
+      `WriteWithBad` of that and the skipped examples:
+
+          result = examples | WriteToArrowShards(path, features, on_bad="skip")
+          result.bad | beam.Map(print)   # {"key": ..., "example": ..., "reason": ...}
 
     Raises:
-      ValueError: an option out of range (at construction).
+      ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
+        (at construction).
       CacheExistsError: `mode="error"` and a cache is at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
       EncodeError: when the pipeline runs, for an example that does not match
@@ -255,8 +333,12 @@ class WriteToArrowShards(beam.PTransform):
                  max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
-                 retention: Retention | None = Retention(), write_id: str | None = None):
+                 retention: Retention | None = Retention(), write_id: str | None = None,
+                 on_bad: str = "fail"):
         super().__init__()
+        if on_bad not in ON_BAD:
+            raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
+        self._on_bad = on_bad
         self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
         self._metadata = check_write(path, features, metadata, mode)
         if write_id is not None:
@@ -267,7 +349,7 @@ class WriteToArrowShards(beam.PTransform):
         self._retention = retention
         self._write_id = write_id
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest]:
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
         if not pcoll.is_bounded:
             raise ValueError("WriteToArrowShards publishes one cache once its input ends: it needs a bounded "
                              "PCollection (window an unbounded one into files with another sink)")
@@ -277,10 +359,14 @@ class WriteToArrowShards(beam.PTransform):
         if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
             # Shard results are emitted in the global window; finalize reads them all.
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+        if given is None:
+            write = beam.ParDo(_WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
+                               AsSingleton(write_id))
+        else:  # no side input: Beam's faster invoker
+            write = beam.ParDo(_WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
+        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
         staged = (
-            pcoll
-            | "WriteBundles" >> beam.ParDo(_WriteBundleFn(self._path, self._features, self._options),
-                                           AsSingleton(write_id))
+            written.shards
             # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
             | "Pair" >> beam.Map(lambda shard: (None, shard))
             | "GroupShards" >> beam.GroupByKey())
@@ -296,15 +382,17 @@ class WriteToArrowShards(beam.PTransform):
             | "GroupMerged" >> beam.GroupByKey()
             | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
-        return do_once | "Finalize" >> beam.ParDo(
+        manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
             AsSingleton(write_id), AsList(merged), AsList(write_ids))
+        return WriteWithBad(manifest, written[BAD_TAG]) if self._on_bad == "skip" else manifest
 
     def display_data(self) -> dict[str, Any]:
         options = self._options
         return {
             "path": DisplayDataItem(self._path, label="Cache path"),
             "mode": DisplayDataItem(self._mode, label="Mode"),
+            "on_bad": DisplayDataItem(self._on_bad, label="Examples that do not fit"),
             "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
             "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
             "compression": DisplayDataItem(str(options.compression), label="Compression"),

@@ -76,6 +76,19 @@ class WriterOptions:
             raise ValueError(f"compression must be one of {COMPRESSIONS}; got {self.compression!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class EncodedRows:
+    """Rows a step before the writer already checked against the writer's features, as
+    `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
+    they are not checked twice. Their schema must be the features' Arrow schema.
+
+    Args:
+      table: the rows, from `Features.encode_batch`.
+    """
+
+    table: pa.Table
+
+
 def split_key(item: Any, position: Any) -> tuple[Any, Any]:
     """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
 
@@ -127,7 +140,7 @@ class _ChecksumStream:
 def row_nbytes(row: dict[str, Any]) -> int:
     """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
     for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
-    return sum(_value_nbytes(value) for value in row.values())
+    return sum(map(_value_nbytes, row.values()))
 
 
 def _value_nbytes(value: Any) -> int:
@@ -223,7 +236,8 @@ class ShardWriter:
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
-        self._rows: list[dict[str, Any]] = []
+        self._names = tuple(features)
+        self._rows: list[tuple[Any, ...]] = []  # encoded values in column order
         self._rows_bytes = 0
         self._path: str | None = None
         self._raw: BinaryIO | None = None
@@ -245,21 +259,31 @@ class ShardWriter:
 
         Raises:
           EncodeError: the example does not match the features (names `key`).
+          ValueError: `EncodedRows` of another schema.
         """
+        if isinstance(example, EncodedRows):
+            if not example.table.schema.equals(self._schema, check_metadata=True):
+                raise ValueError(f"EncodedRows {key!r} have schema {example.table.schema}, not the features' "
+                                 f"{self._schema}; encode them with Features.encode_batch of the same features")
+            self.write_table(example.table)
+            return example.table.num_rows
         if isinstance(example, (pa.RecordBatch, pa.Table)):
             self.write_table(self._features.encode_batch(example, key))
             return example.num_rows
-        self.write(self._features.encode_example(example, key))
+        values = self._features.encode_values(example, key)
+        self._append(values, sum(map(_value_nbytes, values)))
         return 1
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
         """Adds one encoded row (from `Features.encode_example`)."""
-        nbytes = row_nbytes(row) if nbytes is None else nbytes
+        self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
+
+    def _append(self, values: tuple[Any, ...], nbytes: int) -> None:
         if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
             # Flush first, so a batch stays within batch_bytes unless it is one row, and
             # a row larger than a shard gets a batch, and so a shard, of its own.
             self._flush()
-        self._rows.append(row)
+        self._rows.append(values)
         self._rows_bytes += nbytes
         if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
                 or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
@@ -307,7 +331,7 @@ class ShardWriter:
     def _flush(self) -> None:
         if not self._rows:
             return
-        batch = self._features.build_batch(self._rows)
+        batch = self._features.build_columns(list(zip(*self._rows)))
         self._rows, self._rows_bytes = [], 0
         self._write_batch(batch)
 

@@ -1,22 +1,24 @@
-"""Write throughput and peak memory of WriteToArrowShards (issue 3's benchmark).
+"""Write throughput of write_shards and WriteToArrowShards next to their peers (issues 3 and 15).
 
-On the standard workload, with the examples generated inside each pipeline
-(`beam.Create(range(k)) | beam.FlatMap(pool.make_chunk, n)`), it times:
-  - raw:     a single-process pyarrow IPC writer over the same examples, no Beam;
-  - arrow:   WriteToArrowShards on FnApiRunner in-process;
-  - parquet: Beam's WriteToParquet on the same pipeline and runner;
-  - arrow2:  WriteToArrowShards on FnApiRunner with 2 worker processes;
-  - floor:   the sinks' pipeline shape (generate, WindowInto, a DoFn with a side
-             input) with a DoFn that drops the examples: what Beam itself costs per
-             element in that shape, before any sink does any work.
-Every run is a fresh subprocess, so runs do not share memory or warm-up; each
-reports its wall time, CPU time and peak RSS (getrusage of itself, plus the largest
-child). CPU time is the steadier figure on a shared machine.
-Prints medians over `--repeats`, rows/s, MB/s (bytes written to disk per second), the
-ratios, and the peak RSS of the WriteToArrowShards runs at N and 4N examples.
-Targets: arrow >= 0.6x raw and >= 4x parquet; peak RSS at 4N <= 1.2x that at N.
+On the standard workload it times, each in a fresh process:
+  - raw:        a single-process pyarrow IPC writer over the same examples, no Beam;
+  - lance:      Lance's `write_dataset` over the same record batches (when importable);
+  - ws_dicts:   `write_shards` with example dicts;
+  - ws_batches: `write_shards` with record batches of 1,000 rows (built as raw builds them);
+  - floor:      Beam on FnApiRunner in-process generating the examples inside the
+                pipeline (`beam.Create(range(k)) | beam.FlatMap(pool.make_chunk, n)`)
+                into a DoFn that drops them: what Beam itself costs, no sink;
+  - arrow:      the same pipeline into WriteToArrowShards (dicts);
+  - arrow_batched: the same examples as record batches of 1,000 rows into WriteToArrowShards;
+  - parquet:    the same pipeline into Beam's WriteToParquet (uncompressed).
+Every run reports its wall time, CPU time and peak RSS (getrusage of itself, plus the
+largest child); CPU time is the steadier figure on a shared machine. Prints medians
+over `--repeats`, rows/s, MB/s, and the ratios against the goals: write_shards dicts
+>= 0.5x raw, batches >= 0.85x raw; WriteToArrowShards dicts >= 0.6x the floor and
+>= 2.5x WriteToParquet, batches >= 0.85x the floor. `--memory_check` adds one run of
+WriteToArrowShards at 4N examples: peak RSS at 4N <= 1.2x that at N.
 
-    python benchmarks/bench_write.py [--num_examples 50000] [--repeats 3]
+    python benchmarks/bench_write.py [--num_examples 200000] [--repeats 3] [--memory_check]
 """
 
 from __future__ import annotations
@@ -41,15 +43,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workload  # noqa: E402
 
 CONFIGS = {
-    "raw": "raw pyarrow IPC, no Beam",
-    "arrow": "WriteToArrowShards, in-process",
-    "parquet": "WriteToParquet, in-process",
-    "arrow2": "WriteToArrowShards, 2 processes",
-    "floor": "Beam floor (examples dropped)",
+    "raw": "raw pyarrow IPC writer",
+    "lance": "Lance write_dataset",
+    "ws_dicts": "write_shards, dicts in",
+    "ws_batches": "write_shards, batches in",
+    "floor": "Beam floor (no sink)",
+    "arrow": "WriteToArrowShards, dicts in",
     "arrow_batched": "WriteToArrowShards, batches in",
-    "parquet_batched": "WriteToParquetBatched",
+    "parquet": "WriteToParquet",
 }
-RSS_CONFIGS = ("arrow", "arrow2")
+RSS_CONFIGS = ("arrow",)
+# (what, of, against, at least): the goals of issue 15, as ratios of wall-time throughput.
+GOALS = [("ws_dicts", "raw", 0.5), ("ws_batches", "raw", 0.85), ("arrow", "floor", 0.6), ("arrow", "parquet", 2.5),
+         ("arrow_batched", "floor", 0.85)]
 BATCH_SIZE = 1000
 PARQUET_SCHEMA = pa.schema([
     ("image", pa.binary()),
@@ -89,6 +95,30 @@ def write_raw(pool: workload.Pool, out: Path, num_examples: int, shard_size: int
         writer.close()
 
 
+def batches(pool: workload.Pool, num_examples: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The workload as record batches of BATCH_SIZE rows, built as the raw baseline builds them."""
+    for start in range(0, num_examples, BATCH_SIZE):
+        yield record_batch(list(pool.make_examples(start, min(start + BATCH_SIZE, num_examples))), schema)
+
+
+def write_lance(pool: workload.Pool, out: Path, num_examples: int) -> None:
+    import lance
+
+    schema = workload.FEATURES.arrow_schema().remove_metadata()
+    reader = pa.RecordBatchReader.from_batches(schema, batches(pool, num_examples, schema))
+    lance.write_dataset(reader, str(out))
+
+
+def write_local(config: str, pool: workload.Pool, out: Path, num_examples: int, shard_size: int) -> None:
+    from beam_shards import write_shards
+
+    if config == "ws_dicts":
+        examples = pool.make_examples(0, num_examples)
+    else:
+        examples = batches(pool, num_examples, workload.FEATURES.arrow_schema())
+    write_shards(examples, str(out), workload.FEATURES, shard_size_bytes=shard_size, progress=False)
+
+
 def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int, shard_size: int) -> None:
     # Beam is imported here, so the raw baseline's process never loads it.
     import apache_beam as beam
@@ -96,29 +126,18 @@ def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int,
 
     from beam_shards.sink import WriteToArrowShards
 
-    args = ["--runner=FnApiRunner"]
-    if config == "arrow2":
-        args += ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
-    with beam.Pipeline(options=PipelineOptions(args)) as p:
+    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         chunks = p | beam.Create(range(pool.num_chunks(num_examples)))
-        if config.endswith("_batched"):
+        if config == "arrow_batched":
             # Batches built as the raw baseline builds them: one Beam element per batch.
-            schema = PARQUET_SCHEMA if config == "parquet_batched" else workload.FEATURES.arrow_schema()
-            batches = chunks | beam.FlatMap(_chunk_batches, pool, num_examples, schema)
-            if config == "parquet_batched":
-                _ = (batches | beam.Map(lambda batch: pa.Table.from_batches([batch]))
-                     | beam.io.WriteToParquetBatched(str(out / "part"), PARQUET_SCHEMA, file_name_suffix=".parquet"))
-            else:
-                _ = batches | WriteToArrowShards(str(out), workload.FEATURES, shard_size_bytes=shard_size)
+            _ = (chunks | beam.FlatMap(_chunk_batches, pool, num_examples, workload.FEATURES.arrow_schema())
+                 | WriteToArrowShards(str(out), workload.FEATURES, shard_size_bytes=shard_size))
             return
         examples = chunks | beam.FlatMap(pool.make_chunk, num_examples)
         if config == "parquet":
             _ = examples | beam.io.WriteToParquet(str(out / "part"), PARQUET_SCHEMA, file_name_suffix=".parquet")
         elif config == "floor":
-            # The sinks' per-element shape (WindowInto, then a DoFn with a side input), doing nothing.
-            side = p | "Side" >> beam.Create([None])
-            _ = (examples | beam.WindowInto(beam.window.GlobalWindows())
-                 | beam.Map(_drop, beam.pvalue.AsSingleton(side)))
+            _ = examples | beam.Map(_drop)  # the same generation, then nothing
         else:
             _ = examples | WriteToArrowShards(str(out), workload.FEATURES, shard_size_bytes=shard_size)
 
@@ -129,27 +148,31 @@ def _chunk_batches(chunk: int, pool: workload.Pool, num_examples: int, schema: p
         yield record_batch(examples[start:start + BATCH_SIZE], schema)
 
 
-def _drop(element: Any, side: Any) -> None:
+def _drop(element: Any) -> None:
     return None
 
 
 def child(config: str, pool_dir: str, out: str, num_examples: int, shard_size: int) -> dict[str, Any]:
     """One measured run, in this (fresh) process."""
     pool, out_path = workload.Pool(pool_dir), Path(out)
-    if config != "raw":
+    if config in ("floor", "arrow", "arrow_batched", "parquet"):
         import apache_beam.io.parquetio  # noqa: F401  (imports are not part of the timing)
         import beam_shards.sink  # noqa: F401
     cpu_before = cpu_seconds()
     start = time.perf_counter()
     if config == "raw":
         write_raw(pool, out_path, num_examples, shard_size)
+    elif config == "lance":
+        write_lance(pool, out_path, num_examples)
+    elif config.startswith("ws_"):
+        write_local(config, pool, out_path, num_examples, shard_size)
     else:
         run_pipeline(config, pool, out_path, num_examples, shard_size)
     seconds = time.perf_counter() - start
     files = [f for f in out_path.rglob("*") if f.is_file()]
     return {
         "seconds": seconds,
-        "files": sum(f.suffix in (".arrow", ".parquet") for f in files),
+        "files": sum(f.suffix in (".arrow", ".parquet", ".lance") for f in files),
         "cpu": cpu_seconds() - cpu_before,
         "bytes": sum(f.stat().st_size for f in files),
         # ru_maxrss is in KiB on Linux; for children it is the largest waited-for child.
@@ -200,34 +223,39 @@ def report(results: dict[str, dict[str, float]], rss_4n: dict[str, dict[str, flo
     print(f"\nWrite benchmark: {num_examples:,} examples, shards of {shard_size / 2**20:g} MiB, "
           f"median of {repeats} run(s), each in a fresh process; ratios are of wall-time throughput")
     print(f"{'configuration':<32}{'wall s':>8}{'cpu s':>8}{'rows/s':>9}{'MB/s':>7}{'out MB':>8}{'vs raw':>8}"
-          f"{'vs parquet':>11}{'peak RSS MB':>12}{'files':>6}")
-    raw, parquet = results["raw"]["seconds"], results["parquet"]["seconds"]
+          f"{'vs floor':>9}{'peak RSS MB':>12}{'files':>6}")
+    raw, floor = results["raw"]["seconds"], results["floor"]["seconds"]
     for config, result in results.items():
         seconds = result["seconds"]
         print(f"{CONFIGS[config]:<32}{seconds:>8.2f}{result['cpu']:>8.2f}{num_examples / seconds:>9,.0f}"
               f"{result['bytes'] / seconds / 1e6:>7.1f}{result['bytes'] / 1e6:>8.1f}{raw / seconds:>7.2f}x"
-              f"{parquet / seconds:>10.2f}x{result['rss'] / 2**20:>12.0f}{result['files']:>6.0f}")
-    arrow = results["arrow"]["seconds"]
-    print(f"target: WriteToArrowShards in-process >= 0.6x raw pyarrow: {raw / arrow:.2f}x "
-          f"{'met' if raw / arrow >= 0.6 else 'MISSED'}")
-    print(f"target: WriteToArrowShards in-process >= 4x WriteToParquet: {parquet / arrow:.2f}x "
-          f"{'met' if parquet / arrow >= 4 else 'MISSED'}")
-    batched = results["arrow_batched"]["seconds"]
-    print(f"with batches in: WriteToArrowShards {raw / batched:.2f}x raw pyarrow, "
-          f"{parquet / batched:.2f}x WriteToParquet, "
-          f"{results['parquet_batched']['seconds'] / batched:.2f}x WriteToParquetBatched")
+              f"{floor / seconds:>8.2f}x{result['rss'] / 2**20:>12.0f}{result['files']:>6.0f}")
+    for config, against, goal in GOALS:
+        ratio = results[against]["seconds"] / results[config]["seconds"]
+        print(f"goal: {CONFIGS[config]} >= {goal}x {CONFIGS[against]}: {ratio:.2f}x "
+              f"{'met' if ratio >= goal else 'MISSED'}")
     for config, big in rss_4n.items():
         small = results[config]
         ratio = big["rss"] / small["rss"]
-        print(f"target: peak RSS at 4N <= 1.2x at N, {CONFIGS[config]}: {small['rss'] / 2**20:.0f} MB at "
+        print(f"goal: peak RSS at 4N <= 1.2x at N, {CONFIGS[config]}: {small['rss'] / 2**20:.0f} MB at "
               f"{num_examples:,}, {big['rss'] / 2**20:.0f} MB at {4 * num_examples:,} "
               f"(self {big['rss_self'] / 2**20:.0f} + largest child {big['rss_children'] / 2**20:.0f}): "
               f"{ratio:.2f}x {'met' if ratio <= 1.2 else 'MISSED'}")
 
 
+def lance_importable() -> bool:
+    try:
+        import lance  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workload.add_arguments(parser, repeats=3)
+    parser.add_argument("--memory_check", action="store_true",
+                        help="also run WriteToArrowShards at 4N examples and compare peak RSS")
     parser.add_argument("--_child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--_pool", help=argparse.SUPPRESS)
     parser.add_argument("--_out", help=argparse.SUPPRESS)
@@ -237,8 +265,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     with workload.workdir(args.workdir) as work:
         pool = workload.jpeg_pool(work / "pool", args.num_examples)
-        results = median_runs(tuple(CONFIGS), pool, work, args.num_examples, args.shard_size, args.repeats)
-        rss_4n = median_runs(RSS_CONFIGS, pool, work, 4 * args.num_examples, args.shard_size, 1)
+        configs = tuple(config for config in CONFIGS if config != "lance" or lance_importable())
+        if "lance" not in configs:
+            print("Lance is not importable here: its row is left out")
+        results = median_runs(configs, pool, work, args.num_examples, args.shard_size, args.repeats)
+        rss_4n = {}
+        if args.memory_check:
+            rss_4n = median_runs(RSS_CONFIGS, pool, work, 4 * args.num_examples, args.shard_size, 1)
         report(results, rss_4n, args.num_examples, args.repeats, args.shard_size)
 
 

@@ -1,5 +1,5 @@
-"""What every conversion pipeline shares: its flags, the runner default, checking
-examples before the sink (skipping bad ones with `--skip_bad`), and the final report.
+"""What every conversion pipeline shares: its flags, the runner default, handing
+examples to the sink (skipping bad ones with `--skip_bad`), and the final report.
 
 A pipeline module builds an argument parser with `make_parser`, reads its flags with
 `parse_args` (every flag it does not know goes to Beam's `PipelineOptions`), and gives
@@ -35,7 +35,7 @@ from beam_shards.layout import new_write_id
 from beam_shards.manifest import COMPRESSIONS, MODES, Manifest
 from beam_shards.sink import WriteToArrowShards
 from beam_shards.versions import read_metadata
-from beam_shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from beam_shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
 from pipelines.runners import local_output_problem
 
 
@@ -88,9 +88,10 @@ class Rows:
     """Stands for several examples at once in the `(where, example)` stream: rows in Arrow form.
 
     `write_cache` checks the columns against the features all at once
-    (`Features.encode_batch`) and hands them to the sink whole. When they do not fit,
-    it encodes the rows from `one_by_one()` one at a time instead, so a bad row is
-    named, and with `--skip_bad` skipped alone.
+    (`Features.encode_batch`) and hands them to the sink whole, encoded, so the sink
+    does not check them again. When they do not fit, the rows from `one_by_one()` go
+    to the sink one at a time instead, so a bad row is named, and with `--skip_bad`
+    skipped alone.
 
     Example:
         >>> import pyarrow as pa
@@ -204,8 +205,11 @@ def input_files(parser: argparse.ArgumentParser, pattern: str) -> list[str]:
     return files
 
 
-class _EncodeFn(beam.DoFn):
-    """Encodes each `(where, example)`; a bad one fails the pipeline, or goes to the bad output."""
+class _CheckFn(beam.DoFn):
+    """Turns `(where, example)` pairs into what the sink takes: an input that could not be
+    parsed fails the pipeline or goes to the bad output; `Rows` that fit the features go
+    on encoded (else their rows one by one); examples go on as they are, for the sink to
+    encode once."""
 
     def __init__(self, features: Features, skip_bad: bool):
         self._features = features
@@ -214,33 +218,27 @@ class _EncodeFn(beam.DoFn):
 
     def process(self, element: tuple[str, Any]):
         where, example = element
-        if not isinstance(example, Rows):
-            yield from self._encode(element)
+        if isinstance(example, Rows):
+            try:
+                yield where, EncodedRows(self._features.encode_batch(example.table, where))
+            except EncodeError:
+                # One row at a time instead, so the bad row is named, or skipped alone.
+                for item in example.one_by_one():
+                    yield from self.process(item)
             return
-        try:
-            table = self._features.encode_batch(example.table, where)
-        except EncodeError:
-            # One row at a time instead, so the bad row is named, or skipped alone.
-            for item in example.one_by_one():
-                yield from self._encode(item)
+        if not isinstance(example, Malformed):
+            yield element
             return
-        yield where, table
+        error = BadInputError(f"{where}: {example.reason}")
+        if not self._skip_bad:
+            raise error
+        self._bad.inc()
+        yield TaggedOutput(_BAD, _bad_input(where, error))
 
-    def _encode(self, element: tuple[str, Any]):
-        where, example = element
-        try:
-            if isinstance(example, Malformed):
-                raise BadInputError(f"{where}: {example.reason}")
-            row = self._features.encode_example(example, where)
-        except (BadInputError, EncodeError) as error:
-            if not self._skip_bad:
-                # One message argument, so Beam's re-raise (which rebuilds the exception
-                # from args[0]) keeps it readable.
-                raise BadInputError(str(error)) from None
-            self._bad.inc()
-            yield TaggedOutput(_BAD, {"input": where, "error": str(error)})
-            return
-        yield where, row
+
+def _bad_input(where: str, error: Exception) -> dict[str, Any]:
+    """A line of the bad-inputs list."""
+    return {"input": where, "error": str(error)}
 
 
 def _record_bad_inputs(records: list[dict[str, Any]], path: str, manifest: Manifest) -> None:
@@ -249,21 +247,27 @@ def _record_bad_inputs(records: list[dict[str, Any]], path: str, manifest: Manif
 
 def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features,
                 metadata: dict[str, Any], write_id: str | None = None) -> beam.PCollection:
-    """Checks `(where, example)` pairs against `features` and writes the cache at `args.output`.
+    """Writes `(where, example)` pairs into the cache at `args.output`, checked against `features`.
 
-    An example may be a `Rows` of several. Each is fully read and encoded before the
-    sink sees it, so the published cache never holds part of one. Skipped inputs are
-    listed beside the cache once it is published. `write_id` is the sink's (a fresh
-    one by default). Returns the PCollection holding the published `Manifest`.
+    An example may be a `Rows` of several. Each is fully read before the sink sees it,
+    and encoded once (by the sink, or for `Rows` here), so the published cache never
+    holds part of one. With `args.skip_bad`, inputs that cannot be parsed and examples
+    the sink refuses (its dead letters, `on_bad="skip"`) are left out and listed beside
+    the cache once it is published. `write_id` is the sink's (a fresh one by default).
+    Returns the PCollection holding the published `Manifest`.
     """
-    checked = examples | "Encode" >> beam.ParDo(_EncodeFn(features, args.skip_bad)).with_outputs(_BAD, main="rows")
-    manifest = checked.rows | "WriteToArrowShards" >> WriteToArrowShards(
+    checked = examples | "Check" >> beam.ParDo(_CheckFn(features, args.skip_bad)).with_outputs(_BAD, main="examples")
+    written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
-        compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id)
-    _ = (checked[_BAD]
+        compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
+        on_bad="skip" if args.skip_bad else "fail")
+    if not args.skip_bad:
+        return written
+    refused = written.bad | "BadExamples" >> beam.Map(lambda letter: _bad_input(letter["key"], letter["reason"]))
+    _ = ((checked[_BAD], refused) | "AllBadInputs" >> beam.Flatten()
          | "CollectBadInputs" >> beam.combiners.ToList()
-         | "ListBadInputs" >> beam.Map(_record_bad_inputs, args.output, AsSingleton(manifest)))
-    return manifest
+         | "ListBadInputs" >> beam.Map(_record_bad_inputs, args.output, AsSingleton(written.manifest)))
+    return written.manifest
 
 
 def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
@@ -279,10 +283,12 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
     try:
         with beam.Pipeline(options=options) as pipeline:
             write_cache(read(pipeline), args, features, metadata, write_id)
-    except Exception:
+    except Exception as error:
         # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
         with best_effort(f"remove the files of failed write {write_id}", args.output):
             abandon(args.output, write_id)
+        if isinstance(error, EncodeError):  # the sink refused an example: a bad input, as --skip_bad says
+            raise BadInputError(str(error)) from None
         raise
     return find_published(args.output, write_id) or read_metadata(args.output, check_files=False)
 
@@ -312,7 +318,7 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
     try:
         manifest = run(argv)
     except BeamShardsError as error:
-        return _print_error(str(error), isinstance(error, BadInputError))
+        return _print_error(str(error), isinstance(error, (BadInputError, EncodeError)))
     except Exception as error:
         # Runners with workers in other processes raise an error of their own that holds
         # the worker's traceback; show the error it ends with, as if raised here.
@@ -320,7 +326,7 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
         if not found:
             raise
         name, message = found[-1]
-        return _print_error(message, name == BadInputError.__name__)
+        return _print_error(message, name in (BadInputError.__name__, EncodeError.__name__))
     print(report(manifest))
     return 0
 

@@ -284,3 +284,53 @@ def test_a_damaged_jpeg_fails_as_pillow_fails_it_and_the_pixel_limit_holds(monke
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)
     with pytest.raises(ValueError, match="too many pixels"):
         images.decode(_jpeg("RGB", size=(20, 20)), "numpy")
+
+
+# ---- what Pillow made of a header is remembered -----------------------------------------------
+
+def _counting_opens(monkeypatch) -> list:
+    opened = []
+    original = PILImage.open
+
+    def counting(*args, **kwargs):
+        opened.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(PILImage, "open", counting)
+    return opened
+
+
+@pytest.mark.parametrize("make", [lambda seed: jpeg(seed, size=24), lambda seed: png(seed, size=24)],
+                         ids=["jpeg", "png"])
+def test_images_with_the_same_header_are_opened_by_pillow_once(monkeypatch, make):
+    monkeypatch.setattr(images, "_VERDICTS", images._HeaderVerdicts())
+    opened = _counting_opens(monkeypatch)
+    first, second = make(101), make(102)
+    assert first != second
+    assert images.sniff_format(first) == images.sniff_format(second) == images.sniff_format(first)
+    assert len(opened) == 1, "the second image shares the first one's header: Pillow's verdict is remembered"
+    with pytest.raises(ValueError, match="truncated"):
+        images.sniff_format(second[:-10])  # the container walk still runs for every image
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 24 * 24 - 1)
+    with pytest.raises(ValueError, match="24x24 is over the limit of 575 pixels"):
+        images.sniff_format(second)  # the pixel limit is checked again on every use
+
+
+def test_a_header_pillow_refuses_or_warns_about_is_not_remembered(monkeypatch):
+    monkeypatch.setattr(images, "_VERDICTS", images._HeaderVerdicts())
+    opened = _counting_opens(monkeypatch)
+    bad_frame = bytearray(jpeg(1))
+    bad_frame[bad_frame.index(b"\xff\xc0") + 4] = 12  # 12-bit samples: Pillow cannot open it
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not an image in a format Pillow knows"):
+            images.sniff_format(bytes(bad_frame))
+    assert len(opened) == 4, "each refusal asks Pillow again (once quietly, once for the message)"
+    assert "0 of 256" in repr(images._VERDICTS)
+
+
+def test_the_remembered_headers_are_bounded(monkeypatch):
+    verdicts = images._HeaderVerdicts(entries=2)
+    monkeypatch.setattr(images, "_VERDICTS", verdicts)
+    for size in (8, 9, 10, 11):
+        images.sniff_format(png(1, size=size))
+    assert "2 of 2" in repr(verdicts)

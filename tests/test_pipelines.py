@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -659,6 +660,25 @@ def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
     assert sum(counter.committed for counter in counters) == 3
     assert read_metadata(args.output).num_rows == 2
     assert [record["input"] for record in read_bad_inputs(args.output)] == ["bad 1", "bad 2", "bad 3"]
+
+
+def test_each_example_is_encoded_once(tmp_path, monkeypatch):
+    """Examples are encoded by the sink alone; Rows by the check step alone, handed on encoded."""
+    calls = []
+    for name in ("encode_values", "encode_batch"):  # encode_example goes through encode_values
+        def counting(self, *args, _original=getattr(Features, name), _name=name, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(Features, name, counting)
+    features = Features({"n": Value("int64")})
+    args = common.make_parser("x", "test").parse_args(["--output", str(tmp_path / "out")])
+    args.compression = None
+    rows = common.Rows(pa.table({"n": [5, 6, 7]}), functools.partial(iter, []))
+    with beam.Pipeline(options=options()) as pipeline:
+        common.write_cache(pipeline | beam.Create([(f"row {i}", {"n": i}) for i in range(5)] + [("rows", rows)]),
+                           args, features, {})
+    assert sorted(calls) == ["encode_batch"] + ["encode_values"] * 5
+    assert read_metadata(args.output).num_rows == 8
 
 
 def test_a_failed_run_leaves_no_staging_behind(tmp_path, capsys):

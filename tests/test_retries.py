@@ -41,11 +41,12 @@ def _write_previous(path: str) -> None:
 def _stage(path: str, write_id: str, bundles: list[range]) -> list:
     """Stages `bundles` as the sink's bundles do, returning their shard results."""
     staged = []
-    write = _WriteBundleFn(path, FEATURES, OPTIONS)
+    write = _WriteBundleFn(path, FEATURES, OPTIONS, write_id)
+    write.setup()
     for bundle in bundles:
         write.start_bundle()
         for i in bundle:
-            write.process(_row(i), write_id)
+            write.process(_row(i))
         staged.extend(value.value for value in write.finish_bundle())
     return staged
 

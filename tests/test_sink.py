@@ -5,18 +5,21 @@ from __future__ import annotations
 import collections
 import os
 import pickle
+import uuid
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.pvalue import EmptySideInput
 from apache_beam.transforms.display import DisplayData
 
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (ArrowBackend, Features, ShardedDataset, Value, WriteToArrowShards, WriterOptions,
+from beam_shards import (ArrowBackend, ClassLabel, Features, ShardedDataset, Value, WriteToArrowShards, WriterOptions,
                          list_versions, read_metadata, verify, write_shards)
 from beam_shards.layout import STAGING_DIR
-from beam_shards.sink import _FinalizeFn, _WriteBundleFn
+from beam_shards.sink import _FinalizeFn, _WriteBundleWithIdFn
 
 NUM_EXAMPLES = 600
 PARTS = 6
@@ -281,7 +284,8 @@ def test_empty_write_id_side_input_falls_back(tmp_path):
     """Runners that hand an empty singleton side input (Prism) still publish every shard."""
     out = str(tmp_path / "cache")
     features = Features({"id": Value("int64")})
-    write = _WriteBundleFn(out, features, WriterOptions(shard_size_bytes=1 << 20))
+    write = _WriteBundleWithIdFn(out, features, WriterOptions(shard_size_bytes=1 << 20))
+    write.setup()
     staged = []
     for bundle in range(2):
         write.start_bundle()
@@ -350,3 +354,125 @@ def test_unbounded_input_is_refused_at_construction(tmp_path):
     source.is_bounded = False
     with pytest.raises(ValueError, match="needs a bounded PCollection"):
         source | WriteToArrowShards(str(tmp_path / "c"), FEATURES)
+
+
+# ---- on_bad="skip": bad examples go to a dead-letter output ----------------------------------
+
+BAD_IDS = (7, 150, 151, 333)
+
+
+def _mark_bad(element):
+    """Examples in BAD_IDS get a class id past the classes; one of them does not pickle."""
+    if element["id"] not in BAD_IDS:
+        return element
+    label = (lambda: None) if element["id"] == 333 else 99
+    return {**element, "label": label}
+
+
+class _Collect(beam.DoFn):
+    """Writes each dead letter's id and reason to a file of its own, named by the id (so duplicates show)."""
+
+    def __init__(self, folder: str):
+        self._folder = folder
+
+    def process(self, letter):
+        key = letter["key"]
+        name = f"{key}-{uuid.uuid4().hex}"
+        with open(os.path.join(self._folder, name), "w") as handle:
+            handle.write(f"{letter['reason']}\n{letter['example'] if isinstance(letter['example'], str) else 'dict'}")
+
+
+def _write_skipping(out, folder, *args, transform=None):
+    with beam.Pipeline(options=options(*args)) as p:
+        examples = p | beam.Create(range(PARTS)) | beam.FlatMap(_examples) | beam.Map(_mark_bad)
+        if transform is not None:
+            examples = examples | transform
+        result = (examples | beam.Map(lambda e: (e["id"], e))
+                  | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=20_000, batch_size=16, on_bad="skip"))
+        result.bad | beam.ParDo(_Collect(str(folder)))
+    return p
+
+
+def _letters(folder) -> dict[int, list[str]]:
+    letters = collections.defaultdict(list)
+    for name in os.listdir(folder):
+        letters[int(name.split("-")[0])].append((folder / name).read_text())
+    return letters
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("runner_args", [(), ("--direct_num_workers=2", "--direct_running_mode=multi_processing")],
+                         ids=["fnapi", "two processes"])
+def test_skip_publishes_the_good_rows_and_dead_letters_the_bad(tmp_path, runner_args):
+    out, folder = tmp_path / "cache", tmp_path / "bad"
+    folder.mkdir()
+    pipeline = _write_skipping(out, folder, *runner_args)
+    _assert_exactly_once_and_clean(out, [i for i in range(NUM_EXAMPLES) if i not in BAD_IDS])
+    letters = _letters(folder)
+    assert sorted(letters) == list(BAD_IDS) and all(len(found) == 1 for found in letters.values()), letters
+    for i, [text] in letters.items():
+        assert f"example {i}, field 'label' (ClassLabel(num_classes=10)):" in text, text
+    assert letters[7][0].endswith("\ndict"), "a dead letter holds the example as given"
+    assert not letters[333][0].endswith("\ndict") and "'id': 333" in letters[333][0], "one that does not pickle, a repr"
+    counters = pipeline.result.metrics().query(MetricsFilter().with_name("bad_inputs"))["counters"]
+    assert sum(counter.committed for counter in counters) == len(BAD_IDS)
+
+
+class _FailOnceAfterBad(beam.DoFn):
+    """Fails the first attempt of the bundle holding id 160, after the bad ids 150 and 151 passed through it."""
+
+    def __init__(self, markers: str):
+        self._markers = markers
+
+    def process(self, element):
+        key, example = element
+        marker = os.path.join(self._markers, "fired")
+        if example["id"] == 160 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("injected failure after two dead letters")
+        yield element
+
+
+def test_a_retried_bundle_does_not_duplicate_dead_letters(tmp_path):
+    out, folder, markers = tmp_path / "cache", tmp_path / "bad", tmp_path / "markers"
+    folder.mkdir()
+    markers.mkdir()
+    with beam.Pipeline(options=options("--runner=BundleBasedDirectRunner")) as p:
+        examples = p | beam.Create(range(PARTS)) | beam.FlatMap(_examples) | beam.Map(_mark_bad)
+        result = (examples | beam.Map(lambda e: (e["id"], e)) | beam.ParDo(_FailOnceAfterBad(str(markers)))
+                  | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=20_000, batch_size=16, on_bad="skip"))
+        result.bad | beam.ParDo(_Collect(str(folder)))
+    assert os.listdir(markers) == ["fired"], "the injected failure must have fired"
+    _assert_exactly_once_and_clean(out, [i for i in range(NUM_EXAMPLES) if i not in BAD_IDS])
+    letters = _letters(folder)
+    assert sorted(letters) == list(BAD_IDS) and all(len(found) == 1 for found in letters.values()), letters
+
+
+def test_skip_writes_the_good_rows_of_a_bad_batch(tmp_path):
+    out, folder = tmp_path / "cache", tmp_path / "bad"
+    folder.mkdir()
+    features = Features({"id": Value("int64"), "label": ClassLabel(num_classes=3)})
+    batches = [pa.table({"id": list(range(b * 10, b * 10 + 10)), "label": [i % 3 if i != 14 else 5 for i in
+                                                                          range(b * 10, b * 10 + 10)]})
+               for b in range(3)]
+    with beam.Pipeline(options=options()) as p:
+        result = (p | beam.Create([(f"batch {b}", batch) for b, batch in enumerate(batches)])
+                  | WriteToArrowShards(str(out), features, on_bad="skip"))
+        result.bad | beam.Map(lambda letter: (tmp_path / "bad" / f"{letter['key'][1]}").write_text(letter["reason"]))
+    assert sorted(_ids(out)) == [i for i in range(30) if i != 14]
+    assert os.listdir(folder) == ["4"]
+    assert "row 4" not in (folder / "4").read_text() and "'batch 1', 4" in (folder / "4").read_text()
+
+
+def test_on_bad_must_be_fail_or_skip(tmp_path):
+    with pytest.raises(ValueError, match="on_bad must be one of .*'fail', 'skip'.*got 'ignore'"):
+        WriteToArrowShards(str(tmp_path / "cache"), FEATURES, on_bad="ignore")
+
+
+def test_fail_is_the_default_and_publishes_nothing(tmp_path):
+    out = tmp_path / "cache"
+    with pytest.raises(Exception, match=r"example 7, field 'label'.*class id out of range"):
+        with beam.Pipeline(options=options()) as p:
+            (p | beam.Create(range(2)) | beam.FlatMap(_examples, per_part=10) | beam.Map(_mark_bad)
+             | beam.Map(lambda e: (e["id"], e)) | WriteToArrowShards(str(out), FEATURES))
+    assert not os.path.exists(os.path.join(out, "_metadata.json"))

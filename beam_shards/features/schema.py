@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -47,6 +47,7 @@ class Features(Mapping[str, Feature]):
             if not isinstance(feature, Feature):
                 raise FeatureError(f"feature {name!r} must be a Feature such as Value('int64'); got {feature!r}")
         self._features = dict(features)
+        self._items = tuple(self._features.items())
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
 
@@ -99,6 +100,15 @@ class Features(Mapping[str, Feature]):
 
     def encode_example(self, example: Any, key: Any = None) -> dict[str, Any]:
         """See `encode_example`."""
+        return dict(zip(self._features, self.encode_values(example, key)))
+
+    def encode_values(self, example: Any, key: Any = None) -> tuple[Any, ...]:
+        """The values `encode_example` returns, in column order, without their names (the
+        writers keep rows this way and build columns with `build_columns`).
+
+        Raises:
+          EncodeError: as `encode_example`.
+        """
         if not isinstance(example, Mapping):
             raise EncodeError("an example must be a dict of field -> value", example=key, got=short_repr(example))
         if example.keys() != self._names:
@@ -111,14 +121,11 @@ class Features(Mapping[str, Feature]):
             raise EncodeError(
                 f"unknown field {'s' if len(extra) > 1 else ''}{', '.join(map(repr, extra))} "
                 f"(the features declare {', '.join(map(repr, self._features))})", example=key, field=extra[0])
-        row = {}
         try:
-            for name, feature in self._features.items():
-                row[name] = feature.encode_or_null(example[name], name)
+            return tuple([feature.encode_or_null(example[name], name) for name, feature in self._items])
         except _Invalid as invalid:
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
-        return row
 
     def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
         """Checks rows already in Arrow form and returns them in this schema.
@@ -160,8 +167,12 @@ class Features(Mapping[str, Feature]):
 
     def build_batch(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
         """Builds a record batch of this schema from rows returned by `encode_example`."""
-        columns = [feature.build_array([row[name] for row in rows]) for name, feature in self._features.items()]
-        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema())
+        return self.build_columns([[row[name] for row in rows] for name in self._features])
+
+    def build_columns(self, columns: list[Sequence[Any]]) -> pa.RecordBatch:
+        """Builds a record batch of this schema from its columns of encoded values, in column order."""
+        arrays = [feature.build_array(list(values)) for (_, feature), values in zip(self._items, columns)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema())
 
 
 def encode_example(example: Mapping[str, Any], features: Features, *, key: Any = None) -> dict[str, Any]:
