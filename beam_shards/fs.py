@@ -80,6 +80,11 @@ def has_atomic_rename(path: str) -> bool:
 
 
 def create(path: str) -> BinaryIO:
+    """Opens a new file for writing (its folder made if missing); local paths need no Beam."""
+    if is_local(path):
+        target = local_path(path)
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        return open(target, "wb")
     from apache_beam.io.filesystem import CompressionTypes
 
     return _filesystems(path).create(_beam(path), mime_type="application/octet-stream",
@@ -335,6 +340,10 @@ def rename(sources: list[str], destinations: list[str]) -> None:
     """Moves files; on gs:// a copy of each then per-object deletes (see `delete`)."""
     if not sources:
         return
+    if all(is_local(p) for p in sources + destinations):
+        for source, destination in zip(sources, destinations):
+            os.rename(local_path(source), local_path(destination))
+        return
     if scheme(sources[0]) == "gs":
         _filesystems(sources[0]).copy(sources, destinations)  # one request per object, not a batch
         delete(sources)
@@ -348,8 +357,6 @@ def delete(paths: list[str]) -> None:
     gs:// objects are deleted one request each rather than by Beam's batch delete
     (which also treats each path as a glob), a call some GCS-compatible servers lack.
     """
-    from apache_beam.io.filesystem import BeamIOError
-
     remote = [path for path in paths if not is_local(path)]
     for path in paths:
         if is_local(path):
@@ -360,6 +367,8 @@ def delete(paths: list[str]) -> None:
         remote = [path for path in remote if scheme(path) != "gs"]
     if not remote:
         return
+    from apache_beam.io.filesystem import BeamIOError
+
     try:
         _filesystems(remote[0]).delete(remote)  # one batched call where the store has one
     except BeamIOError:

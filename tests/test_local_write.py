@@ -305,3 +305,21 @@ def test_progress_prints_rate_lines_at_its_interval():
     meter.update()
     meter.finish()
     assert not meter.enabled and quiet.getvalue() == ""
+
+
+@pytest.mark.timeout(120)
+def test_a_local_write_and_read_import_no_beam(tmp_path):
+    """Beam's import costs seconds; a local write_shards and the readers never need it."""
+    script = (
+        "import sys\n"
+        "from beam_shards import ArrowBackend, Features, ShardedDataset, Value, write_shards\n"
+        f"path = {str(tmp_path / 'c')!r}\n"
+        "features = Features({'i': Value('int64')})\n"
+        "write_shards(({'i': i} for i in range(10)), path, features)\n"
+        "write_shards(({'i': i} for i in range(5)), path, features, mode='append')\n"
+        "assert ArrowBackend.open(path).num_rows == 15 and ShardedDataset(path)[14] == {'i': 4}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100,
+                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
