@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -215,3 +218,27 @@ def test_arrays_decode_as_views_of_arrow_memory(cache):
     rows = FEATURES["boxes"].decode(ragged)
     assert [r.shape for r in rows] == [(2, 4), (3, 4), (0, 4)]
     assert all(within(r, ragged.values.values.buffers()[1]) for r in rows if r.size)
+
+
+@pytest.mark.timeout(120)
+def test_reading_rows_never_imports_pandas(tmp_path):
+    """pyarrow's to_numpy imports pandas when it is installed, a third of a second in every fresh worker."""
+    path = str(tmp_path / "cache")
+    write_shards((example(i) for i in range(30)), path, FEATURES, shard_size_bytes=8_000)
+    fake = tmp_path / "site" / "pandas"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "pandas_imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('a stand-in')\n")
+    script = ("from beam_shards import ArrowBackend, ShardedDataset\n"
+              f"ds = ShardedDataset({path!r}, image_mode='numpy')\n"
+              "rows = [ds[0], ds[29]] + ds.__getitems__([3, 17, 3])\n"
+              "assert rows[1]['embedding'].shape == (8,) and rows[2]['id'] == 3\n"
+              f"ArrowBackend.open({path!r}).get_row(5)\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), repo])})
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    check = subprocess.run([sys.executable, "-c", "import pyarrow as pa; pa.array([1]).to_numpy(zero_copy_only=False)"],
+                           capture_output=True, text=True, timeout=100, env={**os.environ, "PYTHONPATH": str(fake.parent)})
+    assert check.returncode == 0 and marker.exists()  # the stand-in does catch pyarrow's import

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.columns import with_nulls
+from beam_shards.columns import numpy_values, with_nulls
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, _family, _Invalid, _lengths, _null_mask,
                                        _offsets, _restore_nulls, cast_numbers, cast_safely, check_nullable, kind,
@@ -191,19 +191,19 @@ class Array(Feature):
             return []
         if not self.variable:
             filled = array if array.null_count == 0 else array.fill_null(self._zeros())
-            rows = list(_numpy(filled.flatten()).reshape((len(array),) + self.shape))
+            rows = list(numpy_values(filled.flatten()).reshape((len(array),) + self.shape))
             return _restore_nulls(rows, array)
         values = array.flatten()
         if len(self.shape) > 1:
             values = values.flatten()
-        flat = _numpy(values).reshape((-1,) + self.shape[1:])
+        flat = numpy_values(values).reshape((-1,) + self.shape[1:])
         return _restore_nulls(np.split(flat, np.cumsum(_lengths(array))[:-1]), array)
 
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
         if self.variable or len(array) == 0:
             return super().row_reader(array, image_mode)
         filled = array if array.null_count == 0 else array.fill_null(self._zeros())
-        rows = _numpy(filled.flatten()).reshape((len(array),) + self.shape)
+        rows = numpy_values(filled.flatten()).reshape((len(array),) + self.shape)
         return rows.__getitem__ if array.null_count == 0 else with_nulls(rows.__getitem__, array)
 
     def _describe(self, value: np.ndarray, limit: int) -> str:
@@ -237,7 +237,3 @@ def _with_exact_ints(value: Any, array: np.ndarray) -> np.ndarray:
     if changed is not None:
         raise ValueError(f"value {changed} cannot be stored as float64 without changing it")
     return array
-
-
-def _numpy(values: pa.Array) -> np.ndarray:
-    return values.to_numpy(zero_copy_only=values.null_count == 0 and values.type != pa.bool_())
