@@ -32,11 +32,10 @@ DEFAULT_CACHE_MAX_BYTES = 16 << 30
 class _Batch:
     """One record batch, checked when it was read, and the row readers made from it so far."""
 
-    __slots__ = ("batch", "nbytes", "_readers")
+    __slots__ = ("batch", "_readers")
 
-    def __init__(self, batch: pa.RecordBatch, nbytes: int):
+    def __init__(self, batch: pa.RecordBatch):
         self.batch = batch
-        self.nbytes = nbytes
         self._readers: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[int], Any]]]] = {}
 
     def readers(self, features: Features | None, image_mode: str,
@@ -260,8 +259,10 @@ class ArrowBackend:
         which = np.empty(len(idx), dtype=np.int64)
         positions = np.empty(len(idx), dtype=np.int64)
         batches: list[_Batch] = []
-        for shard_id in np.unique(shard_ids).tolist():
-            rows = np.flatnonzero(shard_ids == shard_id)
+        by_shard = np.argsort(shard_ids, kind="stable")
+        bounds = np.flatnonzero(np.diff(shard_ids[by_shard])) + 1
+        for rows in np.split(by_shard, bounds):
+            shard_id = int(shard_ids[rows[0]])
             shard = self._shard(shard_id)
             batch_ids = np.searchsorted(shard.offsets, local[rows], side="right") - 1
             positions[rows] = local[rows] - shard.offsets[batch_ids]
@@ -354,12 +355,9 @@ class ArrowBackend:
     def _batch(self, shard_id: int, shard: _OpenShard, b: int) -> _Batch:
         batch = shard.batches[b]
         if batch is None:
-            batch = _Batch(shard.read(b), 0)
+            batch = shard.batches[b] = _Batch(shard.read(b))
             if shard.resident:
-                batch.nbytes = batch.batch.get_total_buffer_size()
-            shard.batches[b] = batch
-            if shard.resident:
-                self._keep_resident(shard_id, b, batch.nbytes)
+                self._keep_resident(shard_id, b, batch.batch.get_total_buffer_size())
         elif shard.resident:
             with self._lock:
                 if (shard_id, b) in self._resident:
