@@ -108,6 +108,10 @@ class StoreAccessError(BeamShardsError):
     """An object store cannot be used at a URI: no credentials, no such bucket, or its endpoint does not answer."""
 
 
+class FileTooLargeError(OSError):
+    """A file holds more bytes than its reader takes."""
+
+
 class WriteInProgressError(BeamShardsError):
     """A local publish or gc holds the cache folder's lock, so gc must not run now."""
 

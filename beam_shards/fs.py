@@ -21,6 +21,7 @@ import stat
 from typing import TYPE_CHECKING, BinaryIO
 
 from beam_shards import store_calls
+from beam_shards.errors import FileTooLargeError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -148,18 +149,20 @@ def open_random_access(path: str) -> pa.NativeFile:
     return pa.PythonFile(open_read(path), mode="r")
 
 
-class FileTooLargeError(OSError):
-    """A file holds more bytes than its reader takes."""
-
-
 def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The whole content of a file, byte for byte (compressed files are not decompressed).
 
+    An `s3://` or `gs://` object is read in one request, so an object replaced meanwhile
+    is read whole, old or new, never a part of each (Beam's reader asks for ranges).
+
     Raises:
-      FileTooLargeError: the file holds more than `limit` bytes (a local file's size is
-        checked before reading; a remote one is read up to `limit + 1` bytes).
+      FileTooLargeError: the file holds more than `limit` bytes (a local file's or an
+        object's size is checked before reading; other schemes are read up to `limit + 1`
+        bytes).
     """
     path = os.fspath(path)
+    if scheme(path) in store_calls.CONDITIONAL_SCHEMES:
+        return store_calls.read_object(path, limit)
     with open_read(path) as handle:
         if limit is None:
             return handle.read()

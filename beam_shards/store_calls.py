@@ -5,6 +5,9 @@
   answer from the endpoint (Beam would retry such calls for minutes).
 - A create that fails when the object exists: S3's `PutObject` with `If-None-Match: *`
   and GCS's upload with `ifGenerationMatch=0`, so two writers can never both create it.
+- A read of a whole object in one request, so an object replaced meanwhile (the
+  `_metadata.json` pointer) is read old or new, never torn: Beam's reader asks for
+  ranges of the size it saw first.
 - GCS deletes one object per request: Beam's GCS delete and rename send batch
   requests, which some GCS-compatible servers (fake-gcs-server) do not serve.
 
@@ -15,12 +18,13 @@ pipeline's options inside a pipeline, from the environment outside one (`stores`
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import os
 import time
 from typing import TYPE_CHECKING
 
 from beam_shards import stores
-from beam_shards.errors import StoreAccessError
+from beam_shards.errors import FileTooLargeError, StoreAccessError
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -30,6 +34,8 @@ CONDITIONAL_SCHEMES = ("s3", "gs")
 # for a retry, which then meets the winner's object (412) or creates it.
 _S3_CONFLICT_ATTEMPTS = 5
 _S3_CONFLICT_DELAY_SECONDS = 0.2
+# A GCS object replaced between the look at its size and the read is looked at again.
+_GCS_READ_ATTEMPTS = 5
 # GCS deletes run concurrently: each is one request.
 _GCS_DELETE_THREADS = 16
 # The first look at a bucket: one attempt, and no longer than this to connect / to answer.
@@ -130,12 +136,15 @@ def create_if_absent(path: str, data: bytes) -> bool:
     Raises:
       ValueError: `path` is neither `s3://` nor `gs://`.
     """
+    return _for_scheme(path, "conditional creates", _s3_create_if_absent, _gcs_create_if_absent)(path, data)
+
+
+def _for_scheme(path: str, what: str, s3, gs):
+    """`s3` or `gs`, whichever serves the scheme of `path`."""
     scheme = path.split("://", 1)[0]
-    if scheme == "s3":
-        return _s3_create_if_absent(path, data)
-    if scheme == "gs":
-        return _gcs_create_if_absent(path, data)
-    raise ValueError(f"conditional create serves {CONDITIONAL_SCHEMES}, not {path!r}")
+    if scheme not in CONDITIONAL_SCHEMES:
+        raise ValueError(f"{what} serve {CONDITIONAL_SCHEMES}, not {path!r}")
+    return s3 if scheme == "s3" else gs
 
 
 def _s3_create_if_absent(path: str, data: bytes) -> bool:
@@ -158,6 +167,57 @@ def _s3_create_if_absent(path: str, data: bytes) -> bool:
             if code != "ConditionalRequestConflict" or attempt == _S3_CONFLICT_ATTEMPTS:
                 raise
             time.sleep(_S3_CONFLICT_DELAY_SECONDS * attempt)
+
+
+def read_object(path: str, limit: int | None = None) -> bytes:
+    """The whole content of the object `path`, from one version of it.
+
+    Raises:
+      FileNotFoundError: there is no such object.
+      FileTooLargeError: it holds more than `limit` bytes (nothing of it is read).
+      ValueError: `path` is neither `s3://` nor `gs://`.
+    """
+    return _for_scheme(path, "whole-object reads", _s3_read_object, _gcs_read_object)(path, limit)
+
+
+def _too_large(path: str, size: int, limit: int | None) -> None:
+    if limit is not None and size > limit:
+        raise FileTooLargeError(errno.EFBIG, f"{size:,} bytes, more than {limit:,}", path)
+
+
+def _s3_read_object(path: str, limit: int | None) -> bytes:
+    from apache_beam.io.aws.clients.s3 import boto3_client
+    from botocore.exceptions import ClientError
+
+    check_store(path)
+    client = boto3_client.Client(options=stores.beam_options()).client
+    bucket, key = _split(path)
+    try:
+        response = client.get_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+        raise
+    with response["Body"] as body:
+        _too_large(path, response["ContentLength"], limit)
+        return body.read()
+
+
+def _gcs_read_object(path: str, limit: int | None) -> bytes:
+    from google.api_core.exceptions import NotFound, PreconditionFailed
+
+    check_store(path)
+    bucket, key = _split(path)
+    for _ in range(_GCS_READ_ATTEMPTS):
+        blob = _gcs_client().bucket(bucket).get_blob(key)
+        if blob is None:
+            raise FileNotFoundError(errno.ENOENT, "no such object", path)
+        _too_large(path, blob.size, limit)
+        try:
+            return blob.download_as_bytes(if_generation_match=blob.generation)
+        except (NotFound, PreconditionFailed):  # replaced or deleted since the look: look again
+            continue
+    raise OSError(errno.EAGAIN, f"replaced {_GCS_READ_ATTEMPTS} times while being read", path)
 
 
 def _gcs_client():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from beam_shards import fs
-from beam_shards.errors import CacheNotFoundError, CorruptCacheError, VersionNotFoundError
+from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FileTooLargeError, VersionNotFoundError
 from beam_shards.layout import CacheLayout, parse_version_name
 from beam_shards.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 
@@ -20,7 +20,7 @@ def _read(path: str, where: str) -> Manifest:
         raw = fs.read_bytes(where, limit=MAX_MANIFEST_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         raise
-    except fs.FileTooLargeError:
+    except FileTooLargeError:
         raise CorruptCacheError(f"{where} holds more than {MAX_MANIFEST_BYTES:,} bytes, more than a manifest may"
                                 ) from None
     except OSError as error:

@@ -23,6 +23,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, StoreAccessError, Value,
                          WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards import cli, fs
+from beam_shards.errors import FileTooLargeError
 from beam_shards.layout import MANIFEST_NAME, VERSIONS_DIR, version_name
 from pipelines import csv as csv_pipeline
 from pipelines import demo, image_folder, jsonl, parquet, tfrecord
@@ -51,6 +52,41 @@ def test_create_if_absent_lets_exactly_one_racer_win(store):
     assert len(winners) == 1
     assert fs.read_bytes(target) == f"writer {winners[0]}".encode()
     assert list(fs.list_dir(store.uri("_versions"))) == [target]
+
+
+@pytest.mark.timeout(300)
+def test_an_object_replaced_while_it_is_read_is_read_whole(store):
+    """The pointer `_metadata.json` is rewritten by each commit; a reader gets the old or the new, never a part."""
+    target = store.uri("cache", MANIFEST_NAME)
+    contents = [b"a" * 50, b"b" * 3000, b"c" * 700]
+    fs.write_bytes(target, contents[0])
+    stop, rewrites = threading.Event(), []
+
+    def rewrite() -> None:
+        while not stop.is_set():
+            fs.write_bytes(target, contents[len(rewrites) % 3])
+            rewrites.append(1)
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        reads = [fs.read_bytes(target, limit=4096) for _ in range(200)]
+    finally:
+        stop.set()
+        writer.join()
+    assert len(rewrites) > 20, "the object was hardly replaced while it was read"
+    assert {len(read) for read in reads if read not in contents} == set()
+
+
+@pytest.mark.timeout(120)
+def test_reading_an_object_checks_its_size_and_that_it_exists(store):
+    target = store.uri("cache", MANIFEST_NAME)
+    fs.write_bytes(target, b"x" * 5000)
+    with pytest.raises(FileTooLargeError, match="5,000 bytes, more than 4,096"):
+        fs.read_bytes(target, limit=4096)
+    assert fs.read_bytes(target, limit=5000) == b"x" * 5000
+    with pytest.raises(FileNotFoundError, match=re.escape(store.uri("cache", "missing.json"))):
+        fs.read_bytes(store.uri("cache", "missing.json"))
 
 
 @pytest.mark.timeout(300)
