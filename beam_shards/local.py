@@ -77,7 +77,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
     try:
         for position, item in enumerate(examples):
             key, example = split_key(item, position)
-            meter.update(writer.add(example, key), extra=f"{len(writer.shards)} shards")
+            meter.update(writer.add(example, key), extra=f"{writer.num_shards} shards")
         staged = writer.close()
         manifest = publish(path, write_id=write_id, features=features, staged=staged, options=options,
                            metadata=metadata, mode=mode)

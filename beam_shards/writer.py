@@ -8,8 +8,6 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 from __future__ import annotations
 
 import dataclasses
-import os
-import zlib
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
@@ -18,7 +16,7 @@ import pyarrow.compute as pc
 
 from beam_shards.features import Features
 from beam_shards.manifest import COMPRESSIONS
-from beam_shards.checksum import format_checksum
+from beam_shards.shard_stream import ShardStream
 
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000
@@ -100,43 +98,6 @@ def split_key(item: Any, position: Any) -> tuple[Any, Any]:
     return position, item
 
 
-class _ChecksumStream:
-    """A write-only stream that counts and checksums what passes through it."""
-
-    def __init__(self, raw: BinaryIO):
-        self.raw = raw
-        self.crc = 0
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.crc = zlib.crc32(view, self.crc)
-        self.size += view.nbytes
-        self.raw.write(view)
-        return view.nbytes
-
-    def tell(self) -> int:
-        return self.size
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def flush(self) -> None:
-        self.raw.flush()
-
-    def close(self) -> None:
-        # pyarrow closes its sink when the IPC writer closes; the owner closes `raw`.
-        self.closed = True
-
-    @property
-    def checksum(self) -> str:
-        return format_checksum(self.crc)
-
-
 def row_nbytes(row: dict[str, Any]) -> int:
     """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
     for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
@@ -179,16 +140,6 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(array.to_numpy(), dtype=np.int64)
-
-
-def _sync(stream: BinaryIO) -> None:
-    """Flushes `stream` to disk where it is a local file, so a published shard survives a crash."""
-    try:
-        stream.flush()
-        fileno = stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a local file: an object-store upload commits on close
-    os.fsync(fileno)
 
 
 class ShardWriter:
@@ -240,8 +191,8 @@ class ShardWriter:
         self._rows: list[tuple[Any, ...]] = []  # encoded values in column order
         self._rows_bytes = 0
         self._path: str | None = None
-        self._raw: BinaryIO | None = None
-        self._stream: _ChecksumStream | None = None
+        self._stream: ShardStream | None = None
+        self._closing: list[tuple[str, int, int, ShardStream]] = []  # shards their threads still write
         self._ipc: pa.ipc.RecordBatchFileWriter | None = None
         self._shard_rows = 0
         self._shard_batches = 0
@@ -314,18 +265,27 @@ class ShardWriter:
         self._flush()
         self._write_batch(batch)
 
+    @property
+    def num_shards(self) -> int:
+        """Shards closed so far (some may still be on their way to disk)."""
+        return len(self.shards) + len(self._closing)
+
     def close(self) -> list[WrittenShard]:
-        """Writes what is buffered, closes the open shard and returns all shards written."""
+        """Writes what is buffered, closes the open shard, waits until every shard is on disk
+        and returns them all."""
         self._flush()
         self._close_shard()
+        self._wait_closing(0)
         return self.shards
 
     def abort(self) -> list[str]:
-        """Drops buffered rows and closes the open stream; returns every path it opened."""
+        """Drops buffered rows, stops every shard's stream unsynced; returns every path it opened."""
         self._rows = []
-        if self._raw is not None:
-            self._raw.close()
-        self._raw = self._stream = self._ipc = None
+        streams = [closing[-1] for closing in self._closing] + ([self._stream] if self._stream else [])
+        for stream in streams:
+            stream.abort()
+        self._closing = []
+        self._stream = self._ipc = None
         return self.paths
 
     def _flush(self) -> None:
@@ -358,17 +318,25 @@ class ShardWriter:
         return self._stream.size + estimate + footer > self._shard_size
 
     def _open_next(self) -> None:
-        self._path, self._raw = self._open_shard(len(self.shards))
+        self._path, raw = self._open_shard(self.num_shards)
         self.paths.append(self._path)
-        self._stream = _ChecksumStream(self._raw)
+        self._stream = ShardStream(raw)
         self._ipc = pa.ipc.new_file(self._stream, self._schema, options=self._options)
 
     def _close_shard(self) -> None:
         if self._ipc is None:
             return
         self._ipc.close()
-        _sync(self._raw)
-        self._raw.close()
-        self.shards.append(WrittenShard(self._path, self._shard_rows, self._stream.size, self._stream.checksum))
-        self._raw = self._stream = self._ipc = None
+        self._stream.finish()
+        self._closing.append((self._path, self._shard_rows, self._stream.size, self._stream))
+        self._stream = self._ipc = None
         self._shard_rows = self._shard_batches = 0
+        # One shard goes to disk while the next is written: memory stays that of two streams.
+        self._wait_closing(1)
+
+    def _wait_closing(self, keep: int) -> None:
+        """Waits until at most `keep` closed shards are still being written."""
+        while len(self._closing) > keep:
+            path, rows, size, stream = self._closing[0]
+            self.shards.append(WrittenShard(path, rows, size, stream.result()))
+            del self._closing[0]

@@ -1,0 +1,122 @@
+"""ShardStream: a shard written, checksummed and synced on its own thread, errors handed back, memory bounded."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import zlib
+
+import pytest
+
+from beam_shards import ShardWriter, WriterOptions
+from beam_shards.shard_stream import ShardStream
+
+from test_writer import PAYLOAD, blob_rows
+
+
+class Recording(io.BytesIO):
+    """Keeps what is written and how many bytes the stream still held queued at each write."""
+
+    def __init__(self, stream_holder: list | None = None, fail_at: int | None = None,
+                 gate: threading.Event | None = None):
+        super().__init__()
+        self.holder, self.fail_at, self.gate = stream_holder if stream_holder is not None else [], fail_at, gate
+        self.writes, self.pending_seen, self.closes, self.threads = 0, [], 0, set()
+
+    def write(self, data) -> int:
+        self.threads.add(threading.current_thread().name)
+        if self.gate is not None:
+            self.gate.wait(30)
+        self.writes += 1
+        if self.writes == self.fail_at:
+            raise OSError(28, "No space left on device (injected)")
+        if self.holder:
+            self.pending_seen.append(self.holder[0]._pending)
+        return super().write(data)
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+@pytest.mark.timeout(60)
+def test_bytes_reach_the_file_in_order_on_another_thread_with_their_checksum():
+    holder: list = []
+    raw = Recording(holder)
+    holder.append(stream := ShardStream(raw))
+    chunks = [os.urandom(n) for n in (1, 5000, 70_000, 3)] + [bytearray(b"xyz"), memoryview(b"tail")]
+    assert [stream.write(chunk) for chunk in chunks] == [len(bytes(c)) for c in chunks]
+    stream.finish()
+    whole = b"".join(bytes(c) for c in chunks)
+    assert stream.result() == f"crc32:{zlib.crc32(whole):08x}" and stream.size == stream.tell() == len(whole)
+    assert raw.getvalue() == whole and raw.closes == 1
+    assert raw.threads == {"beam_shards-shard-stream"}
+
+
+@pytest.mark.timeout(60)
+def test_a_write_waits_while_too_many_bytes_are_queued():
+    holder: list = []
+    gate = threading.Event()
+    raw = Recording(holder, gate=gate)
+    holder.append(stream := ShardStream(raw, max_pending_bytes=10_000))
+    writer = threading.Thread(target=lambda: [stream.write(b"x" * 4000) for _ in range(50)])
+    writer.start()
+    while stream._pending < 10_000:  # the file is held shut: the queue fills up to the bound
+        threading.Event().wait(0.01)
+    assert stream.size <= 10_000 + 4000, "writes went on past the bound"
+    gate.set()
+    writer.join(30)
+    stream.finish()
+    stream.result()
+    assert raw.getvalue() == b"x" * 200_000
+    assert max(raw.pending_seen) <= 10_000 + 4000
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_write_is_raised_to_the_writer_and_the_file_is_closed():
+    holder: list = []
+    raw = Recording(holder, fail_at=2)
+    holder.append(stream := ShardStream(raw))
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(1000):  # the error comes back from a later write, or at the latest from result()
+            stream.write(b"y" * 100)
+        stream.finish()
+        stream.result()
+    assert raw.writes == 2 and raw.closes == 1
+
+
+@pytest.mark.timeout(60)
+def test_shard_writer_raises_a_full_disk_and_abort_returns_every_path():
+    streams: list[Recording] = []
+
+    def open_shard(index: int):
+        streams.append(Recording(fail_at=3 if index == 1 else None))
+        return f"shard-{index}", streams[-1]
+
+    writer = ShardWriter(PAYLOAD, open_shard, WriterOptions(shard_size_bytes=4000))
+    with pytest.raises(OSError, match="No space left"):
+        for index, row in enumerate(blob_rows([300] * 60)):
+            writer.add(row, key=index)
+        writer.close()
+    paths = writer.abort()
+    assert len(streams) >= 2 and paths == [f"shard-{i}" for i in range(len(streams))]
+    assert all(stream.closes == 1 for stream in streams)
+
+
+@pytest.mark.timeout(60)
+def test_abort_drops_what_is_queued_and_closes_the_file_unsynced():
+    holder: list = []
+    gate = threading.Event()
+    raw = Recording(holder, gate=gate)
+    holder.append(stream := ShardStream(raw))
+    for _ in range(10):
+        stream.write(b"z" * 1000)
+    aborting = threading.Thread(target=stream.abort)
+    aborting.start()
+    while list(stream._queue) != [None]:  # the queue is dropped while the first write is held
+        threading.Event().wait(0.01)
+    gate.set()
+    aborting.join(30)
+    assert raw.writes == 1 and raw.closes == 1
+    with pytest.raises(Exception, match="aborted"):
+        stream.write(b"more")
