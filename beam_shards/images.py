@@ -53,17 +53,19 @@ def sniff_format(data: bytes) -> str:
     """
     if not data:
         raise ValueError("empty bytes are not an image")
-    recent = _VERDICTS.recent(data)
-    if recent is None:
-        container, header = _check_container(data)
-    else:
-        container, end, (image_format, pixels) = recent
+    last = _VERDICTS.last
+    if last is not None and data.startswith(last[0]):  # the container walk went through these bytes before
+        header_bytes, container, (image_format, pixels) = last
+        end = len(header_bytes)
         # The commonest image: a JPEG of the same header whose one scan runs to its
         # end-of-image marker. The walk and the verdict below would end as the last did.
-        if container == "JPEG" and data[_jpeg_scan_end(data, end) + 1] == _JPEG_EOI \
-                and _within_pixel_limit(pixels):
-            return image_format
+        if container == "JPEG":
+            scan_end = _JPEG_SCAN_END.search(data, end)
+            if scan_end is not None and data[scan_end.end() - 1] == _JPEG_EOI and _within_pixel_limit(pixels):
+                return image_format
         container, header = _check_after_header(data, container, end)
+    else:
+        container, header = _check_container(data)
     if header is None:
         return _open_format(data, container)
     return _VERDICTS.format_of(data, container, header)
@@ -123,21 +125,13 @@ class _HeaderVerdicts:
         self._entries = entries
         self._header_bytes = header_bytes
         self._known: dict[bytes, tuple[str, int]] = {}
-        # The header last answered for, its container and its verdict.
-        self._recent: tuple[bytes, str, tuple[str, int]] | None = None
+        # The header last answered for, its container and its verdict: images of one
+        # dataset often share a header.
+        self.last: tuple[bytes, str, tuple[str, int]] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"_HeaderVerdicts({len(self._known)} of {self._entries} headers)"
-
-    def recent(self, data: bytes) -> tuple[str, int, tuple[str, int]] | None:
-        """`(container, end of the header, (format, pixels))` when `data` starts with the
-        header answered for last: the container walk up to there went through the same
-        bytes, so it need not run again (images of one dataset often share a header)."""
-        recent = self._recent
-        if recent is not None and data.startswith(recent[0]):
-            return recent[1], len(recent[0]), recent[2]
-        return None
 
     def format_of(self, data: bytes, container: str, header: tuple[int, int]) -> str:
         """`sniff_format`'s answer for complete `data` whose header is `data[:header[0]]`,
@@ -146,7 +140,7 @@ class _HeaderVerdicts:
         key = data[:end] if end <= self._header_bytes else None
         known = self._known.get(key) if key is not None else None
         if known is not None and _within_pixel_limit(known[1]):
-            self._recent = (key, container, known)
+            self.last = (key, container, known)
             return known[0]
         verdict = None if key is None else self._ask_pillow(data, container, reach)
         if verdict is None:
@@ -155,7 +149,7 @@ class _HeaderVerdicts:
             if len(self._known) >= self._entries:
                 del self._known[next(iter(self._known))]
             self._known[key] = verdict
-        self._recent = (key, container, verdict)
+        self.last = (key, container, verdict)
         return verdict[0]
 
     @staticmethod
@@ -177,7 +171,7 @@ class _HeaderVerdicts:
 
 
 def _within_pixel_limit(pixels: int) -> bool:
-    limit = _pil().MAX_IMAGE_PIXELS
+    limit = (_PIL_IMAGE or _pil()).MAX_IMAGE_PIXELS
     return limit is None or pixels <= limit
 
 

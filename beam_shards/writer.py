@@ -105,6 +105,13 @@ def row_nbytes(row: dict[str, Any]) -> int:
 
 
 def _value_nbytes(value: Any) -> int:
+    kind = type(value)  # the common kinds first, without isinstance
+    if kind is bytes or kind is str:
+        return len(value) + 8
+    if kind is np.ndarray:
+        return value.nbytes + 8
+    if kind is int or kind is float or value is None:
+        return 8
     if isinstance(value, (bytes, str)):
         return len(value) + 8
     if isinstance(value, np.ndarray):

@@ -109,7 +109,7 @@ class Features(Mapping[str, Feature]):
         Raises:
           EncodeError: as `encode_example`.
         """
-        if not isinstance(example, Mapping):
+        if type(example) is not dict and not isinstance(example, Mapping):
             raise EncodeError("an example must be a dict of field -> value", example=key, got=short_repr(example))
         if example.keys() != self._names:
             missing = [name for name in self._features if name not in example]
