@@ -73,11 +73,25 @@ def with_nulls(getter: Getter, array: pa.Array) -> Getter:
     return nullable
 
 
-def _binary_getter(array: pa.Array) -> Getter:
+def binary_values(array: pa.Array) -> tuple[memoryview, np.ndarray]:
+    """The data buffer of a binary or string `array` and its offsets: value k is
+    `data[ends[k]:ends[k + 1]]` (a null's slot is empty or holds what its slot holds)."""
     offset_type = np.int64 if pat.is_large_binary(array.type) or pat.is_large_string(array.type) else np.int32
     _, offsets_buffer, data_buffer = array.buffers()
-    ends = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset:array.offset + len(array) + 1].tolist()
-    data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+    if offsets_buffer is None:  # an empty array may have no buffers
+        return memoryview(b""), np.zeros(len(array) + 1, dtype=np.int64)
+    ends = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset:array.offset + len(array) + 1]
+    return (memoryview(data_buffer) if data_buffer is not None else memoryview(b"")), ends
+
+
+def null_flags(array: pa.Array) -> list[bool] | None:
+    """Per row of `array`, whether it is null; None when none is."""
+    return numpy_values(array.is_null()).tolist() if array.null_count else None
+
+
+def _binary_getter(array: pa.Array) -> Getter:
+    data, ends = binary_values(array)
+    ends = ends.tolist()
 
     def getter(k: int) -> bytes:
         return data[ends[k]:ends[k + 1]].tobytes()

@@ -55,20 +55,53 @@ def sniff_format(data: bytes) -> str:
         raise ValueError("empty bytes are not an image")
     last = _VERDICTS.last
     if last is not None and data.startswith(last[0]):  # the container walk went through these bytes before
-        header_bytes, container, (image_format, pixels) = last
-        end = len(header_bytes)
-        # The commonest image: a JPEG of the same header whose one scan runs to its
-        # end-of-image marker. The walk and the verdict below would end as the last did.
-        if container == "JPEG":
-            scan_end = _JPEG_SCAN_END.search(data, end)
-            if scan_end is not None and data[scan_end.end() - 1] == _JPEG_EOI and _within_pixel_limit(pixels):
-                return image_format
-        container, header = _check_after_header(data, container, end)
+        if _one_scan_like_last(last, data, 0, len(data)):
+            return last[2][0]
+        container, header = _check_after_header(data, last[1], len(last[0]))
     else:
         container, header = _check_container(data)
     if header is None:
         return _open_format(data, container)
     return _VERDICTS.format_of(data, container, header)
+
+
+def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None) -> tuple[int, str] | None:
+    """`sniff_format` over images stored back to back: image k is `blob[ends[k]:ends[k + 1]]`.
+
+    The common image (see `_one_scan_like_last`) is checked in place, without a copy of
+    its bytes; any other goes through `sniff_format`.
+
+    Args:
+      blob: the images' bytes, back to back.
+      ends: where each image starts, and where the last one ends.
+      null: per image, whether it is absent (not checked).
+
+    Returns:
+      `(k, reason)` for the first image k that `sniff_format` refuses; None if none is.
+    """
+    for k in range(len(ends) - 1):
+        if null is not None and null[k]:
+            continue
+        start, end = ends[k], ends[k + 1]
+        last = _VERDICTS.last
+        if last is not None and blob.startswith(last[0], start, end) and _one_scan_like_last(last, blob, start, end):
+            continue
+        try:
+            sniff_format(blob[start:end])
+        except ValueError as error:
+            return k, str(error)
+    return None
+
+
+def _one_scan_like_last(last: tuple[bytes, str, tuple[str, int]], data: bytes, start: int, end: int) -> bool:
+    """Whether `data[start:end]`, which starts with the header `last` was answered for, is a JPEG
+    whose one scan runs to its end-of-image marker, within the pixel limit: the commonest
+    image, for which the walk and the verdict would end as the last did."""
+    header_bytes, container, (_, pixels) = last
+    if container != "JPEG":
+        return False
+    scan_end = _JPEG_SCAN_END.search(data, start + len(header_bytes), end)
+    return scan_end is not None and data[scan_end.end() - 1] == _JPEG_EOI and _within_pixel_limit(pixels)
 
 
 def _open_format(data: bytes, container: str | None) -> str:

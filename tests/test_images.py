@@ -7,6 +7,7 @@ import pathlib
 import struct
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from PIL import Image as PILImage
 
@@ -334,3 +335,52 @@ def test_the_remembered_headers_are_bounded(monkeypatch):
     for size in (8, 9, 10, 11):
         images.sniff_format(png(1, size=size))
     assert "2 of 2" in repr(verdicts)
+
+
+def _same_header_variants() -> list[bytes]:
+    """Images sharing one JPEG header: whole ones, and ones a check must refuse or accept past it."""
+    good = [jpeg(seed) for seed in range(3)]
+    head, eoi = good[0][:-2], good[0][-2:]
+    return [
+        good[0], good[1],
+        head[:len(head) // 2 + 300],  # cut inside the scan data: no end-of-image marker
+        good[2] + b"trailer bytes after EOI",  # allowed, as some cameras write them
+        head + b"\xff\xc4\x00\x40",  # another marker after the scan, whose segment runs past the end
+        head + b"\xff\xd0" + eoi,  # a restart marker is part of the scan
+        head + b"\xff\xff\xff" + eoi,  # fill bytes before EOI
+        b"",
+    ]
+
+
+def test_first_bad_image_agrees_with_sniff_format_image_by_image():
+    images.sniff_format(jpeg(0))  # the header is the last one seen: the in-place path is taken
+    variants = _same_header_variants()
+    assert all(v.startswith(images._VERDICTS.last[0]) for v in variants[:7])
+    for k, data in enumerate(variants):
+        try:
+            images.sniff_format(data)
+            expected = None
+        except ValueError as error:
+            expected = (0, str(error))
+        images.sniff_format(jpeg(0))
+        assert images.first_bad_image(data, [0, len(data)]) == expected, k
+    blob = b"".join(variants)
+    ends = np.cumsum([0] + [len(v) for v in variants]).tolist()
+    assert images.first_bad_image(blob, ends)[0] == 2
+    null = [k in (2, 4, 7) for k in range(len(variants))]
+    assert images.first_bad_image(blob, ends, null) is None
+
+
+def test_a_batch_image_column_names_the_row_of_a_sliced_array_with_nulls():
+    from beam_shards.features.base import _Invalid
+
+    variants = _same_header_variants()
+    column = pa.array([jpeg(5), None] + variants, pa.large_binary()).slice(1)  # offset 1: row k is variants[k - 1]
+    with pytest.raises(_Invalid) as caught:
+        Image().check_array(column, "image")
+    assert caught.value.row == 3 and "truncated JPEG" in caught.value.reason
+    assert Image().check_array(column.slice(0, 3), "image").null_count == 1
+    Image().check_array(column.slice(4, 1), "image")
+    with pytest.raises(_Invalid) as caught:
+        Image().check_array(column.slice(5), "image")
+    assert caught.value.row == 0 and "runs past the end" in caught.value.reason

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards import fs, images
-from beam_shards.columns import row_getter
+from beam_shards.columns import binary_values, null_flags, row_getter
 from beam_shards.display import human_size
 from beam_shards.features.base import Feature, _Invalid, check_nullable, kind
 
@@ -95,6 +95,16 @@ class Image(_EncodedFile):
 
     def check_bytes(self, data: bytes) -> None:
         images.sniff_format(data)
+
+    def _check_values(self, array: pa.Array, field: str) -> None:
+        data, ends = binary_values(array)
+        if len(array) == 0:
+            return
+        first = int(ends[0])
+        bad = images.first_bad_image(data[first:int(ends[-1])].tobytes(), (ends - first).tolist(), null_flags(array))
+        if bad is not None:
+            row, reason = bad
+            raise _Invalid(reason, field, self, array[row].as_py(), row)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         if image_mode == "bytes":
