@@ -45,7 +45,7 @@ class _EncodedFile(Feature):
 
     def encode(self, value: Any, field: str) -> bytes:
         try:
-            data = self._to_bytes(value)
+            data = value if type(value) is bytes else self._to_bytes(value)
             self.check_bytes(data)
         except (ValueError, OSError) as error:
             raise self._fail(str(error), field, value) from None

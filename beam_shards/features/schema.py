@@ -48,6 +48,7 @@ class Features(Mapping[str, Feature]):
                 raise FeatureError(f"feature {name!r} must be a Feature such as Value('int64'); got {feature!r}")
         self._features = dict(features)
         self._items = tuple(self._features.items())
+        self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
 
@@ -122,7 +123,7 @@ class Features(Mapping[str, Feature]):
                 f"unknown field {'s' if len(extra) > 1 else ''}{', '.join(map(repr, extra))} "
                 f"(the features declare {', '.join(map(repr, self._features))})", example=key, field=extra[0])
         try:
-            return tuple([feature.encode_or_null(example[name], name) for name, feature in self._items])
+            return tuple([encode(example[name], name) for name, encode in self._encoders])
         except _Invalid as invalid:
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
