@@ -156,7 +156,11 @@ class ShardWriter:
     first. A shard is closed before a batch would take it past `shard_size_bytes` on
     disk (so a batch larger than the target, such as one huge example, gets a shard of
     its own), and once it holds `max_rows_per_shard` rows. No shard is ever empty.
-    Memory held: one batch of rows plus the open shard's stream buffer.
+    Each shard is checksummed, written and fsynced by a thread of its own
+    (`ShardStream`), while the next is encoded; `close` waits for all of them.
+    Memory held: one batch of rows, plus what the open shard's and the previous
+    shard's streams have queued (at most `shard_stream.DEFAULT_MAX_PENDING_BYTES` each,
+    or one batch when a batch is larger).
 
     Example:
         >>> import io
