@@ -18,8 +18,24 @@ from typing import Any, BinaryIO
 from beam_shards.checksum import Crc32
 
 # Bytes queued and not yet written at most; a write waits for the thread past this.
-DEFAULT_MAX_PENDING_BYTES = 32 << 20
+DEFAULT_MAX_PENDING_BYTES = 16 << 20
 _DONE = None
+
+
+class PendingBytes:
+    """The bytes queued across the streams that share it, at most `max_bytes` (plus one piece).
+
+    A writer's open shard and the shard still finishing behind it share one, so what
+    they hold together stays within the bound.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_PENDING_BYTES):
+        self.max_bytes = max_bytes
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def __repr__(self) -> str:
+        return f"PendingBytes(count={self.count}, max_bytes={self.max_bytes})"
 
 
 class ShardStream:
@@ -39,19 +55,19 @@ class ShardStream:
     Args:
       raw: the shard's file or object, closed by the thread once everything is written
         (after an fsync where it is a local file).
-      max_pending_bytes: bytes queued at most before `write` waits.
+      pending: the bound on bytes queued, shared with other streams, before `write`
+        waits; by default one of `DEFAULT_MAX_PENDING_BYTES` for this stream alone.
 
     Raises:
       The error the thread met (a full disk, a failed upload), from the next `write`,
       `finish` or `result`.
     """
 
-    def __init__(self, raw: BinaryIO, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES):
+    def __init__(self, raw: BinaryIO, pending: PendingBytes | None = None):
         self._raw = raw
-        self._max_pending = max_pending_bytes
+        self._pending = pending or PendingBytes()
         self._queue: collections.deque[memoryview | None] = collections.deque()
-        self._pending = 0
-        self._changed = threading.Condition()
+        self._changed = self._pending.changed
         self._error: BaseException | None = None
         self._crc = Crc32()
         self.size = 0
@@ -60,16 +76,16 @@ class ShardStream:
         self._thread.start()
 
     def __repr__(self) -> str:
-        return f"ShardStream(size={self.size}, pending_bytes={self._pending}, closed={self.closed})"
+        return f"ShardStream(size={self.size}, queued={len(self._queue)}, closed={self.closed})"
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         with self._changed:
-            while self._pending > self._max_pending and self._error is None:
+            while self._pending.count > self._pending.max_bytes and self._error is None:
                 self._changed.wait()
             self._raise_error()
             self._queue.append(view)
-            self._pending += view.nbytes
+            self._pending.count += view.nbytes
             self._changed.notify_all()
         self.size += view.nbytes
         return view.nbytes
@@ -103,7 +119,7 @@ class ShardStream:
     def abort(self) -> None:
         """Drops what is queued, closes `raw` unsynced and waits for the thread (errors are dropped)."""
         with self._changed:
-            self._queue.clear()
+            self._drop_queue()
             self._queue.append(_DONE)
             self._error = self._error or _Aborted("the shard's stream was aborted")
             self._changed.notify_all()
@@ -114,6 +130,11 @@ class ShardStream:
             self._raise_error()
             self._queue.append(item)
             self._changed.notify_all()
+
+    def _drop_queue(self) -> None:
+        """Empties the queue, giving its bytes back to the bound (the caller holds the lock)."""
+        self._pending.count -= sum(item.nbytes for item in self._queue if item is not _DONE)
+        self._queue.clear()
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -131,15 +152,17 @@ class ShardStream:
                 if item is _DONE:
                     _sync(self._raw)
                     break
-                self._crc.update(item)
-                self._raw.write(item)
-                with self._changed:
-                    self._pending -= item.nbytes
-                    self._changed.notify_all()
+                try:
+                    self._crc.update(item)
+                    self._raw.write(item)
+                finally:  # given back even when the write fails: the bound is shared
+                    with self._changed:
+                        self._pending.count -= item.nbytes
+                        self._changed.notify_all()
         except BaseException as error:  # noqa: BLE001 - handed to the writing thread
             with self._changed:
                 self._error = error
-                self._queue.clear()
+                self._drop_queue()
                 self._changed.notify_all()
         finally:
             try:

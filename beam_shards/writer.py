@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from beam_shards.features import Features
 from beam_shards.manifest import COMPRESSIONS
-from beam_shards.shard_stream import ShardStream
+from beam_shards.shard_stream import PendingBytes, ShardStream
 
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000
@@ -159,8 +159,8 @@ class ShardWriter:
     Each shard is checksummed, written and fsynced by a thread of its own
     (`ShardStream`), while the next is encoded; `close` waits for all of them.
     Memory held: one batch of rows, plus what the open shard's and the previous
-    shard's streams have queued (at most `shard_stream.DEFAULT_MAX_PENDING_BYTES` each,
-    or one batch when a batch is larger).
+    shard's streams have queued, together at most half a batch (`batch_bytes`) and one
+    piece of a record batch.
 
     Example:
         >>> import io
@@ -204,6 +204,8 @@ class ShardWriter:
         self._path: str | None = None
         self._stream: ShardStream | None = None
         self._closing: list[tuple[str, int, int, ShardStream]] = []  # shards their threads still write
+        # What the streams may queue: half a batch, so a writer holds about two batches in all.
+        self._pending = PendingBytes(max(1, self._batch_bytes // 2))
         self._ipc: pa.ipc.RecordBatchFileWriter | None = None
         self._shard_rows = 0
         self._shard_batches = 0
@@ -331,7 +333,7 @@ class ShardWriter:
     def _open_next(self) -> None:
         self._path, raw = self._open_shard(self.num_shards)
         self.paths.append(self._path)
-        self._stream = ShardStream(raw)
+        self._stream = ShardStream(raw, self._pending)
         self._ipc = pa.ipc.new_file(self._stream, self._schema, options=self._options)
 
     def _close_shard(self) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import os
 import threading
+import time
 import zlib
 
 import pytest
 
 from beam_shards import ShardWriter, WriterOptions
-from beam_shards.shard_stream import ShardStream
+from beam_shards.shard_stream import PendingBytes, ShardStream
 
 from test_writer import PAYLOAD, blob_rows
 
@@ -23,20 +24,32 @@ class Recording(io.BytesIO):
         super().__init__()
         self.holder, self.fail_at, self.gate = stream_holder if stream_holder is not None else [], fail_at, gate
         self.writes, self.pending_seen, self.closes, self.threads = 0, [], 0, set()
+        self.entered = threading.Event()
 
     def write(self, data) -> int:
         self.threads.add(threading.current_thread().name)
+        self.entered.set()
         if self.gate is not None:
             self.gate.wait(30)
         self.writes += 1
         if self.writes == self.fail_at:
             raise OSError(28, "No space left on device (injected)")
         if self.holder:
-            self.pending_seen.append(self.holder[0]._pending)
+            self.pending_seen.append(self.holder[0]._pending.count)
         return super().write(data)
 
     def close(self) -> None:
         self.closes += 1
+
+
+def _soon(condition, seconds: float = 20) -> bool:
+    """Whether `condition()` holds within `seconds` (a deadline against a hang, not a timing)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 @pytest.mark.timeout(60)
@@ -58,11 +71,10 @@ def test_a_write_waits_while_too_many_bytes_are_queued():
     holder: list = []
     gate = threading.Event()
     raw = Recording(holder, gate=gate)
-    holder.append(stream := ShardStream(raw, max_pending_bytes=10_000))
+    holder.append(stream := ShardStream(raw, PendingBytes(10_000)))
     writer = threading.Thread(target=lambda: [stream.write(b"x" * 4000) for _ in range(50)])
     writer.start()
-    while stream._pending < 10_000:  # the file is held shut: the queue fills up to the bound
-        threading.Event().wait(0.01)
+    assert _soon(lambda: stream._pending.count >= 10_000), f"the queue never filled: {stream!r}"
     assert stream.size <= 10_000 + 4000, "writes went on past the bound"
     gate.set()
     writer.join(30)
@@ -83,6 +95,7 @@ def test_a_failed_write_is_raised_to_the_writer_and_the_file_is_closed():
         stream.finish()
         stream.result()
     assert raw.writes == 2 and raw.closes == 1
+    assert stream._pending.count == 0, "the failed stream kept bytes of the shared bound"
 
 
 @pytest.mark.timeout(60)
@@ -111,10 +124,11 @@ def test_abort_drops_what_is_queued_and_closes_the_file_unsynced():
     holder.append(stream := ShardStream(raw))
     for _ in range(10):
         stream.write(b"z" * 1000)
+    assert raw.entered.wait(20), "the first write never started"
     aborting = threading.Thread(target=stream.abort)
     aborting.start()
-    while list(stream._queue) != [None]:  # the queue is dropped while the first write is held
-        threading.Event().wait(0.01)
+    # The queue is dropped while the first write is held.
+    assert _soon(lambda: stream._pending.count == 1000), f"the queue was not dropped: {stream!r}"
     gate.set()
     aborting.join(30)
     assert raw.writes == 1 and raw.closes == 1
