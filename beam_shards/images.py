@@ -55,7 +55,7 @@ def sniff_format(data: bytes) -> str:
         raise ValueError("empty bytes are not an image")
     last = _VERDICTS.last
     if last is not None and data.startswith(last[0]):  # the container walk went through these bytes before
-        if _one_scan_like_last(last, data, 0, len(data)):
+        if _common_jpeg(last) and _scan_runs_to_eoi(data, len(last[0]), len(data)):
             return last[2][0]
         container, header = _check_after_header(data, last[1], len(last[0]))
     else:
@@ -68,8 +68,9 @@ def sniff_format(data: bytes) -> str:
 def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None) -> tuple[int, str] | None:
     """`sniff_format` over images stored back to back: image k is `blob[ends[k]:ends[k + 1]]`.
 
-    The common image (see `_one_scan_like_last`) is checked in place, without a copy of
-    its bytes; any other goes through `sniff_format`.
+    The common image (the last header seen, a JPEG whose one scan runs to its
+    end-of-image marker) is checked in place, without a copy of its bytes; any other
+    goes through `sniff_format`.
 
     Args:
       blob: the images' bytes, back to back.
@@ -79,29 +80,37 @@ def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None
     Returns:
       `(k, reason)` for the first image k that `sniff_format` refuses; None if none is.
     """
-    for k in range(len(ends) - 1):
-        if null is not None and null[k]:
-            continue
-        start, end = ends[k], ends[k + 1]
-        last = _VERDICTS.last
-        if last is not None and blob.startswith(last[0], start, end) and _one_scan_like_last(last, blob, start, end):
-            continue
+    k, count = 0, len(ends) - 1
+    while k < count:
+        last = _VERDICTS.last  # what the full path below may have changed
+        header = last[0] if last is not None and _common_jpeg(last) else None
+        for k in range(k, count):
+            start, end = ends[k], ends[k + 1]
+            if null is not None and null[k]:
+                continue
+            if header is None or not (blob.startswith(header, start, end)
+                                      and _scan_runs_to_eoi(blob, start + len(header), end)):
+                break  # not the common image: the full path
+        else:
+            return None
         try:
             sniff_format(blob[start:end])
         except ValueError as error:
             return k, str(error)
+        k += 1
     return None
 
 
-def _one_scan_like_last(last: tuple[bytes, str, tuple[str, int]], data: bytes, start: int, end: int) -> bool:
-    """Whether `data[start:end]`, which starts with the header `last` was answered for, is a JPEG
-    whose one scan runs to its end-of-image marker, within the pixel limit: the commonest
-    image, for which the walk and the verdict would end as the last did."""
-    header_bytes, container, (_, pixels) = last
-    if container != "JPEG":
-        return False
-    scan_end = _JPEG_SCAN_END.search(data, start + len(header_bytes), end)
-    return scan_end is not None and data[scan_end.end() - 1] == _JPEG_EOI and _within_pixel_limit(pixels)
+def _common_jpeg(last: tuple[bytes, str, tuple[str, int]]) -> bool:
+    """Whether the header `last` was answered for is a JPEG's within the pixel limit: an image
+    that starts with it and whose one scan runs to its end-of-image marker gets its verdict."""
+    return last[1] == "JPEG" and _within_pixel_limit(last[2][1])
+
+
+def _scan_runs_to_eoi(data: bytes, position: int, end: int) -> bool:
+    """Whether the scan data from `position` ends at an end-of-image marker before `end`."""
+    found = _JPEG_SCAN_END.search(data, position, end)
+    return found is not None and data[found.end() - 1] == _JPEG_EOI
 
 
 def _open_format(data: bytes, container: str | None) -> str:
