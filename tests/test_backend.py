@@ -86,6 +86,22 @@ def test_take_keeps_order_and_duplicates_across_shards(backend):
     assert table.schema.equals(backend.schema)
 
 
+def test_take_keeps_the_schema_with_its_metadata(backend):
+    table = backend.take([57, 3, 57])
+    assert table.schema.equals(backend.schema, check_metadata=True)
+    assert table.schema.metadata == backend.schema.metadata
+
+
+def test_take_routes_past_empty_record_batches():
+    schema = pa.schema([("x", pa.int64())])
+    chunks = [[0, 1, 2], [], [3], [], [], [4, 5], []]
+    table = pa.Table.from_batches([pa.record_batch([pa.array(c, pa.int64())], schema=schema) for c in chunks])
+    backend = ArrowBackend.from_table(table)
+    indices = [5, 3, 0, 4, 3, -1, 2]
+    assert backend.take(indices).column("x").to_pylist() == [5, 3, 0, 4, 3, 5, 2]
+    assert [row["x"] for row in backend.read_rows(np.array([4, 3, 2]), "bytes")] == [4, 3, 2]
+
+
 def test_take_a_random_permutation(backend):
     order = np.random.default_rng(3).permutation(ROWS)
     assert ids(backend.take(order)) == order.tolist()
