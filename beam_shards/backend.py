@@ -386,9 +386,9 @@ class ArrowBackend:
             return _OpenShard([len(batch) for batch in batches], batches.__getitem__, resident=False)
         file = ShardFile(self._manifest, shard_id)
         source = self._open_source(file)
-        rows = file.batch_rows(source)
         reader = file.reader(source)
-        resident = not fs.is_memory_mapped(source) or self._manifest.compression is not None
+        rows = file.batch_rows(source, reader)
+        resident = not file.reads_free(source)
         return _OpenShard(rows, functools.partial(file.read_batch, reader), resident)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:

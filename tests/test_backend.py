@@ -12,6 +12,7 @@ import pytest
 
 from beam_shards import ArrowBackend, CorruptCacheError, Features, Value, write_shards
 from beam_shards.features import Sequence
+from beam_shards.shard_file import ShardFile
 
 ROWS = 95
 SHARD_ROWS = 10
@@ -233,6 +234,22 @@ def test_compressed_shards_read_the_same(tmp_path, backend, compression):
     assert packed.get_row(-1) == backend.get_row(-1)
     assert packed.slice(5, 40).equals(backend.slice(5, 40))
     assert batch_ids(packed.iter_batches()) == list(range(ROWS))
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_batch_rows_are_counted_without_a_projected_reader_only_on_free_reads(tmp_path, monkeypatch, compression):
+    path = write(str(tmp_path / str(compression)), compression=compression)
+    opened = []
+    real = ShardFile.reader
+
+    def reader(self, source, columns=None):
+        opened.append(columns)
+        return real(self, source, columns)
+
+    monkeypatch.setattr(ShardFile, "reader", reader)
+    assert ArrowBackend.open(path).get_row(57) == row(57)
+    # A mapped, uncompressed shard: one reader counts and reads. Compressed: counting reads one narrow column.
+    assert opened == ([None] if compression is None else [None, ["i"]])
 
 
 def test_pickling_drops_open_maps(backend):
