@@ -93,6 +93,13 @@ def test_take_keeps_the_schema_with_its_metadata(backend):
     assert table.schema.metadata == backend.schema.metadata
 
 
+def test_take_gives_the_manifest_schema_when_the_shards_carry_other_metadata(backend, monkeypatch):
+    schema = backend.schema.with_metadata({b"note": b"not what the shard files carry"})
+    monkeypatch.setattr(backend, "_schema", schema)
+    table = backend.take([57, 3, 57])
+    assert ids(table) == [57, 3, 57] and table.schema.equals(schema, check_metadata=True)
+
+
 def test_take_routes_past_empty_record_batches():
     schema = pa.schema([("x", pa.int64())])
     chunks = [[0, 1, 2], [], [3], [], [], [4, 5], []]
