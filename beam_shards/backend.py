@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import operator
 import os
 import threading
@@ -238,8 +239,11 @@ class ArrowBackend:
         if len(idx) > 1 and np.all(np.diff(idx) == 1):
             return self.slice(int(idx[0]), len(idx))
         batches, which, positions = self._route(idx)
-        pieces = [batches[w].batch.slice(p, 1) for w, p in zip(which, positions)]
-        return pa.Table.from_batches(pieces, schema=self._schema)
+        arrow = [batch.batch for batch in batches]
+        pieces = list(map(pa.RecordBatch.slice, [arrow[w] for w in which], positions, itertools.repeat(1)))
+        # Without a schema to check against, the batches of one shard share theirs and compare by identity.
+        table = pa.Table.from_batches(pieces)
+        return table if table.schema.equals(self._schema, check_metadata=True) else table.cast(self._schema)
 
     def read_rows(self, indices: np.ndarray, image_mode: str, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """`read_row` for each of `indices` (int64, in range, not checked), routed together."""
@@ -252,24 +256,24 @@ class ArrowBackend:
     def _route(self, idx: np.ndarray) -> tuple[list[_Batch], list[int], list[int]]:
         """The batches holding rows `idx`, and for each row the batch (an index into them) and its position there.
 
-        Opens each shard once, in shard order, and reads each batch once.
+        Opens each shard once, in shard order, and reads each batch once. Rows are routed
+        by one search over the first rows of every batch of the shards touched.
         """
-        shard_ids = np.searchsorted(self._offsets, idx, side="right") - 1
-        local = idx - self._offsets[shard_ids]
-        which = np.empty(len(idx), dtype=np.int64)
-        positions = np.empty(len(idx), dtype=np.int64)
-        batches: list[_Batch] = []
-        by_shard = np.argsort(shard_ids, kind="stable")
-        bounds = np.flatnonzero(np.diff(shard_ids[by_shard])) + 1
-        for rows in np.split(by_shard, bounds):
-            shard_id = int(shard_ids[rows[0]])
-            shard = self._shard(shard_id)
-            batch_ids = np.searchsorted(shard.offsets, local[rows], side="right") - 1
-            positions[rows] = local[rows] - shard.offsets[batch_ids]
-            touched, inverse = np.unique(batch_ids, return_inverse=True)
-            which[rows] = inverse + len(batches)
-            batches.extend(self._batch(shard_id, shard, b) for b in touched.tolist())
-        return batches, which.tolist(), positions.tolist()
+        shard_ids = np.flatnonzero(np.bincount(np.searchsorted(self._offsets, idx, side="right") - 1)).tolist()
+        shards = [self._shard(shard_id) for shard_id in shard_ids]
+        firsts = np.concatenate([shard.offsets[:-1] + self._starts[shard_id]
+                                 for shard_id, shard in zip(shard_ids, shards)])
+        bases = np.cumsum([0] + [len(shard.batches) for shard in shards]).tolist()
+        slot = np.searchsorted(firsts, idx, side="right") - 1
+        positions = idx - firsts[slot]
+        used = np.flatnonzero(np.bincount(slot, minlength=len(firsts)))
+        which = np.empty(len(firsts), dtype=np.int64)
+        which[used] = np.arange(len(used))
+        batches = []
+        for s in used.tolist():
+            k = bisect.bisect_right(bases, s) - 1
+            batches.append(self._batch(shard_ids[k], shards[k], s - bases[k]))
+        return batches, which[slot].tolist(), positions.tolist()
 
     def slice(self, start: int, length: int) -> pa.Table:
         """Rows `start` to `start + length` (clipped at the end), reading only their batches.
@@ -382,9 +386,9 @@ class ArrowBackend:
             return _OpenShard([len(batch) for batch in batches], batches.__getitem__, resident=False)
         file = ShardFile(self._manifest, shard_id)
         source = self._open_source(file)
-        rows = file.batch_rows(source)
         reader = file.reader(source)
-        resident = not isinstance(source, pa.MemoryMappedFile) or self._manifest.compression is not None
+        rows = file.batch_rows(source, reader)
+        resident = not file.reads_free(source)
         return _OpenShard(rows, functools.partial(file.read_batch, reader), resident)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:
@@ -491,7 +495,7 @@ def _is_int(value: Any) -> bool:
 def _holds_bools(indices: Any, idx: np.ndarray) -> bool:
     """Whether a sequence that numpy read as ints holds bools (numpy takes them for 0 and 1)."""
     return idx.dtype.kind in "iu" and idx.ndim == 1 and not isinstance(indices, np.ndarray) and any(
-        isinstance(i, (bool, np.bool_)) for i in indices)
+        issubclass(kind, (bool, np.bool_)) for kind in set(map(type, indices)))
 
 
 def _widen_binary(table: pa.Table) -> pa.Table:

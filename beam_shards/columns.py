@@ -1,8 +1,9 @@
 """Fast access to single values of an Arrow array, for readers that serve one row at a time.
 
 `array[k].as_py()` builds a pyarrow Scalar first and costs a few microseconds;
-the getters here read the array's buffers through numpy views and Python lists made
-once per array, so a value costs a fraction of a microsecond. Each getter returns what
+the getters here read the array's buffers through numpy views made once per array
+(`ndarray.item`, never a whole `tolist`: readers of random rows touch one or two rows
+of a batch), so a value costs a fraction of a microsecond. Each getter returns what
 `array.to_pylist()[k]` would. Nothing is copied but the value returned.
 """
 
@@ -51,7 +52,7 @@ def row_getter(array: pa.Array) -> Getter:
         return _no_rows
     kind = array.type
     if pat.is_integer(kind) or pat.is_floating(kind) and kind != pa.float16() or pat.is_boolean(kind):
-        getter = numpy_values(array).tolist().__getitem__
+        getter = numpy_values(array).item
     elif pat.is_large_binary(kind) or pat.is_binary(kind):
         getter = _binary_getter(array)
     elif pat.is_large_string(kind) or pat.is_string(kind):
@@ -66,10 +67,10 @@ def row_getter(array: pa.Array) -> Getter:
 
 def with_nulls(getter: Getter, array: pa.Array) -> Getter:
     """`getter`, returning None where `array` is null."""
-    null = numpy_values(array.is_null()).tolist()
+    null = numpy_values(array.is_null()).item
 
     def nullable(k: int) -> Any:
-        return None if null[k] else getter(k)
+        return None if null(k) else getter(k)
     return nullable
 
 
@@ -91,10 +92,10 @@ def null_flags(array: pa.Array) -> list[bool] | None:
 
 def _binary_getter(array: pa.Array) -> Getter:
     data, ends = binary_values(array)
-    ends = ends.tolist()
+    end = ends.item
 
     def getter(k: int) -> bytes:
-        return data[ends[k]:ends[k + 1]].tobytes()
+        return data[end(k):end(k + 1)].tobytes()
     return getter
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from beam_shards import ArrowBackend, CorruptCacheError, Features, Value, write_shards
 from beam_shards.features import Sequence
+from beam_shards.shard_file import ShardFile
 
 ROWS = 95
 SHARD_ROWS = 10
@@ -84,6 +85,29 @@ def test_take_keeps_order_and_duplicates_across_shards(backend):
     assert ids(table) == [i % ROWS for i in indices]
     assert table.to_pylist() == [row(i % ROWS) for i in indices]
     assert table.schema.equals(backend.schema)
+
+
+def test_take_keeps_the_schema_with_its_metadata(backend):
+    table = backend.take([57, 3, 57])
+    assert table.schema.equals(backend.schema, check_metadata=True)
+    assert table.schema.metadata == backend.schema.metadata
+
+
+def test_take_gives_the_manifest_schema_when_the_shards_carry_other_metadata(backend, monkeypatch):
+    schema = backend.schema.with_metadata({b"note": b"not what the shard files carry"})
+    monkeypatch.setattr(backend, "_schema", schema)
+    table = backend.take([57, 3, 57])
+    assert ids(table) == [57, 3, 57] and table.schema.equals(schema, check_metadata=True)
+
+
+def test_take_routes_past_empty_record_batches():
+    schema = pa.schema([("x", pa.int64())])
+    chunks = [[0, 1, 2], [], [3], [], [], [4, 5], []]
+    table = pa.Table.from_batches([pa.record_batch([pa.array(c, pa.int64())], schema=schema) for c in chunks])
+    backend = ArrowBackend.from_table(table)
+    indices = [5, 3, 0, 4, 3, -1, 2]
+    assert backend.take(indices).column("x").to_pylist() == [5, 3, 0, 4, 3, 5, 2]
+    assert [row["x"] for row in backend.read_rows(np.array([4, 3, 2]), "bytes")] == [4, 3, 2]
 
 
 def test_take_a_random_permutation(backend):
@@ -217,6 +241,22 @@ def test_compressed_shards_read_the_same(tmp_path, backend, compression):
     assert packed.get_row(-1) == backend.get_row(-1)
     assert packed.slice(5, 40).equals(backend.slice(5, 40))
     assert batch_ids(packed.iter_batches()) == list(range(ROWS))
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_batch_rows_are_counted_without_a_projected_reader_only_on_free_reads(tmp_path, monkeypatch, compression):
+    path = write(str(tmp_path / str(compression)), compression=compression)
+    opened = []
+    real = ShardFile.reader
+
+    def reader(self, source, columns=None):
+        opened.append(columns)
+        return real(self, source, columns)
+
+    monkeypatch.setattr(ShardFile, "reader", reader)
+    assert ArrowBackend.open(path).get_row(57) == row(57)
+    # A mapped, uncompressed shard: one reader counts and reads. Compressed: counting reads one narrow column.
+    assert opened == ([None] if compression is None else [None, ["i"]])
 
 
 def test_pickling_drops_open_maps(backend):

@@ -34,12 +34,20 @@ def test_local_file_is_memory_mapped(tmp_path):
     path.write_bytes(DATA)
     _check_ranged_reads(str(path))
     _check_ranged_reads(f"file://{path}")
-    assert isinstance(fs.open_random_access(str(path)), pa.MemoryMappedFile)
+    assert fs.is_memory_mapped(fs.open_random_access(str(path)))
 
 
 def test_other_schemes_read_through_beam(fake_store):
     fs.write_bytes(f"{fake_store}/shard.arrow", DATA)
     _check_ranged_reads(f"{fake_store}/shard.arrow")
+    assert not fs.is_memory_mapped(fs.open_random_access(f"{fake_store}/shard.arrow"))
+
+
+def test_empty_local_file_opens_with_no_bytes(tmp_path):
+    path = tmp_path / "empty.arrow"
+    path.write_bytes(b"")
+    handle = fs.open_random_access(str(path))
+    assert handle.size() == 0 and handle.read() == b""
 
 
 @pytest.mark.parametrize("where", ["local", "fake"])
