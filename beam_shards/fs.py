@@ -174,7 +174,6 @@ def is_memory_mapped(source: pa.NativeFile) -> bool:
     return isinstance(source, pa.BufferReader)
 
 
-
 def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The whole content of a file, byte for byte (compressed files are not decompressed).
 
