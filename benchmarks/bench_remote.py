@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workload  # noqa: E402
+from read_counter import counting_opener  # noqa: E402
 
 BUCKET = "beam-shards-bench"
 S3_URI = f"s3://{BUCKET}/cache"
@@ -64,49 +65,12 @@ START_SECONDS = 60
 
 # ----- the child: one measured run in a fresh process -----
 
-class Counting:
-    """A file over a pyarrow input file that counts the bytes read; it keeps its own position and reads with
-    `read_at`, never seeking the inner file (pyarrow's S3 and GCS files may refuse a seek to their end)."""
-
-    def __init__(self, inner: Any, tally: list[int]):
-        self._inner, self._tally = inner, tally
-        self._size = inner.size()
-        self._position = 0
-        self.closed = False
-
-    def read(self, n: int = -1) -> bytes:
-        left = self._size - self._position
-        n = left if n is None or n < 0 else min(n, left)
-        data = self._inner.read_at(n, self._position) if n > 0 else b""
-        self._position += len(data)
-        self._tally.append(len(data))
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._position = {0: 0, 1: self._position, 2: self._size}[whence] + offset
-        return self._position
-
-    def tell(self) -> int:
-        return self._position
-
-    def close(self) -> None:
-        self._inner.close()
-        self.closed = True
-
-
 def count_remote_reads() -> list[int]:
     """Wraps `fs.open_random_access` for remote paths; returns the list the sizes of their reads go to."""
-    import pyarrow as pa
-
     from beam_shards import fs
 
     tally: list[int] = []
-    real = fs.open_random_access
-
-    def counting(path: str) -> pa.NativeFile:
-        inner = real(path)
-        return inner if fs.is_local(path) else pa.PythonFile(Counting(inner, tally), mode="r")
-    fs.open_random_access = counting
+    fs.open_random_access = counting_opener(fs.open_random_access, tally)
     return tally
 
 

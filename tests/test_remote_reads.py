@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +13,9 @@ from torch.utils.data import DataLoader
 from beam_shards import ArrowBackend, Features, Image, ShardedDataset, Value, write_shards
 from beam_shards import fs
 from _support import jpeg
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from read_counter import counting_opener  # noqa: E402
 
 FEATURES = Features({"id": Value("int64"), "image": Image(), "pad": Value("binary")})
 ROWS = 400
@@ -29,43 +33,11 @@ def remote_cache(store) -> str:
     return path
 
 
-class _Counting:
-    """A file over a pyarrow file that counts the bytes read through it (reads at its own position)."""
-
-    def __init__(self, inner: pa.NativeFile, tally: list[int]):
-        self._inner, self._tally = inner, tally
-        self._size = inner.size()
-        self._position = 0
-        self.closed = False
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._size - self._position if n is None or n < 0 else min(n, self._size - self._position)
-        data = self._inner.read_at(n, self._position) if n > 0 else b""
-        self._position += len(data)
-        self._tally.append(len(data))
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._position = {0: 0, 1: self._position, 2: self._size}[whence] + offset
-        return self._position
-
-    def tell(self) -> int:
-        return self._position
-
-    def close(self) -> None:
-        self.closed = True
-
-
 @pytest.fixture
 def fetched(monkeypatch) -> list[int]:
-    """The sizes of the reads made from remote shards."""
+    """The sizes of the reads made from remote shards (counted as `bench_remote.py` counts them)."""
     tally: list[int] = []
-    real = fs.open_random_access
-
-    def counting(path: str) -> pa.NativeFile:
-        inner = real(path)
-        return inner if fs.is_local(path) else pa.PythonFile(_Counting(inner, tally), mode="r")
-    monkeypatch.setattr(fs, "open_random_access", counting)
+    monkeypatch.setattr(fs, "open_random_access", counting_opener(fs.open_random_access, tally))
     return tally
 
 
