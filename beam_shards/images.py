@@ -23,7 +23,7 @@ import re
 import threading
 import warnings
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,10 +54,10 @@ def sniff_format(data: bytes) -> str:
     if not data:
         raise ValueError("empty bytes are not an image")
     last = _VERDICTS.last
-    if last is not None and data.startswith(last[0]):  # the container walk went through these bytes before
-        if _common_jpeg(last) and _scan_runs_to_eoi(data, len(last[0]), len(data)):
-            return last[2][0]
-        container, header = _check_after_header(data, last[1], len(last[0]))
+    if last is not None and data.startswith(last.header):  # the container walk went through these bytes before
+        if _common_jpeg(last) and _scan_runs_to_eoi(data, len(last.header), len(data)):
+            return last.verdict[0]
+        container, header = _check_after_header(data, last.container, len(last.header))
     else:
         container, header = _check_container(data)
     if header is None:
@@ -83,7 +83,7 @@ def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None
     k, count = 0, len(ends) - 1
     while k < count:
         last = _VERDICTS.last  # what the full path below may have changed
-        header = last[0] if last is not None and _common_jpeg(last) else None
+        header = last.header if last is not None and _common_jpeg(last) else None
         for k in range(k, count):
             start, end = ends[k], ends[k + 1]
             if null is not None and null[k]:
@@ -101,10 +101,10 @@ def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None
     return None
 
 
-def _common_jpeg(last: tuple[bytes, str, tuple[str, int]]) -> bool:
+def _common_jpeg(last: _Answered) -> bool:
     """Whether the header `last` was answered for is a JPEG's within the pixel limit: an image
     that starts with it and whose one scan runs to its end-of-image marker gets its verdict."""
-    return last[1] == "JPEG" and _within_pixel_limit(last[2][1])
+    return last.container == "JPEG" and _within_pixel_limit(last.verdict[1])
 
 
 def _scan_runs_to_eoi(data: bytes, position: int, end: int) -> bool:
@@ -148,6 +148,14 @@ class _ReadReach(io.BytesIO):
     readline = readlines = readinto = readinto1 = read1 = getvalue = getbuffer = _past_every_header
 
 
+class _Answered(NamedTuple):
+    """A header `_HeaderVerdicts` answered for: its bytes, its container and the verdict (format, pixels)."""
+
+    header: bytes
+    container: str
+    verdict: tuple[str, int]
+
+
 class _HeaderVerdicts:
     """What Pillow made of the JPEG and PNG headers it opened cleanly: header bytes -> (format, pixels).
 
@@ -167,9 +175,8 @@ class _HeaderVerdicts:
         self._entries = entries
         self._header_bytes = header_bytes
         self._known: dict[bytes, tuple[str, int]] = {}
-        # The header last answered for, its container and its verdict: images of one
-        # dataset often share a header.
-        self.last: tuple[bytes, str, tuple[str, int]] | None = None
+        # The header last answered for: images of one dataset often share a header.
+        self.last: _Answered | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -182,7 +189,7 @@ class _HeaderVerdicts:
         key = data[:end] if end <= self._header_bytes else None
         known = self._known.get(key) if key is not None else None
         if known is not None and _within_pixel_limit(known[1]):
-            self.last = (key, container, known)
+            self.last = _Answered(key, container, known)
             return known[0]
         verdict = None if key is None else self._ask_pillow(data, container, reach)
         if verdict is None:
@@ -191,19 +198,17 @@ class _HeaderVerdicts:
             if len(self._known) >= self._entries:
                 del self._known[next(iter(self._known))]
             self._known[key] = verdict
-        self.last = (key, container, verdict)
+        self.last = _Answered(key, container, verdict)
         return verdict[0]
 
     @staticmethod
     def _ask_pillow(data: bytes, container: str, reach: int) -> tuple[str, int] | None:
         """(format, pixels) when Pillow opens `data` cleanly reading no byte past `reach`; else None."""
-        from PIL import Image as PILImage
-
         stream = _ReadReach(data)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                with PILImage.open(stream) as image:
+                with _pil().open(stream) as image:
                     verdict = (container or image.format or "unknown", image.width * image.height)
             except Exception:  # noqa: BLE001 - open_image gives the error, with its message
                 return None
@@ -444,12 +449,9 @@ def _decode_jpeg_to_numpy(data: bytes) -> np.ndarray | None:
     simplejpeg = _simplejpeg()
     if simplejpeg is None or not data.startswith(_JPEG_SOI):
         return None
-    from PIL import Image as PILImage
-
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
-        limit = PILImage.MAX_IMAGE_PIXELS
-        if colorspace not in ("YCbCr", "RGB", "Gray") or limit is not None and height * width > limit:
+        if colorspace not in ("YCbCr", "RGB", "Gray") or not _within_pixel_limit(height * width):
             return None
         grey = colorspace == "Gray"
         array = simplejpeg.decode_jpeg(data, colorspace="GRAY" if grey else "RGB", strict=True)

@@ -355,7 +355,7 @@ def _same_header_variants() -> list[bytes]:
 def test_first_bad_image_agrees_with_sniff_format_image_by_image():
     images.sniff_format(jpeg(0))  # the header is the last one seen: the in-place path is taken
     variants = _same_header_variants()
-    assert all(v.startswith(images._VERDICTS.last[0]) for v in variants[:7])
+    assert all(v.startswith(images._VERDICTS.last.header) for v in variants[:7])
     for k, data in enumerate(variants):
         try:
             images.sniff_format(data)
