@@ -375,6 +375,23 @@ def test_array_decode_gives_arrays_of_the_declared_shape_and_none_for_nulls():
     assert [None if r is None else r.shape for r in decoded] == [(3, 2), None, (0, 2)]
 
 
+@pytest.mark.parametrize("feature, rows", [
+    (Array((2, 3), "uint8", nullable=True), [np.full((2, 3), k, np.uint8) for k in range(6)]),
+    (Array((3,), "bool", nullable=True), [np.array([k % 2 == 0, True, k % 3 == 0]) for k in range(6)]),
+    (Array((None, 2), "float32", nullable=True), [np.full((k, 2), k, np.float32) for k in range(6)]),
+])
+def test_row_reader_agrees_with_decode_on_a_sliced_column_with_nulls(feature, rows):
+    values = [None if k in (1, 4) else row for k, row in enumerate(rows)]
+    column = feature.build_array(values).slice(1, 4)  # offset 1: rows 1..4, two of them null
+    read = feature.row_reader(column)
+    for k, decoded in enumerate(feature.decode(column)):
+        if decoded is None:
+            assert read(k) is None
+        else:
+            np.testing.assert_array_equal(read(k), decoded)
+            np.testing.assert_array_equal(decoded, values[k + 1])
+
+
 def test_sequence_of_arrays_decodes_nested_nulls_and_empty_lists():
     feature = Sequence(Array((None, 2), "int16", nullable=True), nullable=True)
     value = [np.arange(4, dtype=np.int16).reshape(2, 2), None, np.zeros((0, 2), np.int16)]

@@ -188,13 +188,11 @@ class Array(Feature):
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         """One numpy array of the declared shape per row: read-only views of Arrow memory
-        where the column has no nulls (and is not bool)."""
+        (copies for bool)."""
         if len(array) == 0:
             return []
         if not self.variable:
-            filled = array if array.null_count == 0 else array.fill_null(self._zeros())
-            rows = list(numpy_values(filled.flatten()).reshape((len(array),) + self.shape))
-            return _restore_nulls(rows, array)
+            return _restore_nulls(list(self._fixed_rows(array)), array)
         values = array.flatten()
         if len(self.shape) > 1:
             values = values.flatten()
@@ -204,16 +202,20 @@ class Array(Feature):
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
         if self.variable or len(array) == 0:
             return super().row_reader(array, image_mode)
-        filled = array if array.null_count == 0 else array.fill_null(self._zeros())
-        rows = numpy_values(filled.flatten()).reshape((len(array),) + self.shape)
+        rows = self._fixed_rows(array)
         return rows.__getitem__ if array.null_count == 0 else with_nulls(rows.__getitem__, array)
+
+    def _fixed_rows(self, array: pa.Array) -> np.ndarray:
+        """The rows of a fixed-shape column as one numpy array of shape (rows, *shape), read
+        from its child values in place; a null row holds whatever its slots hold (callers
+        put None there)."""
+        size = math.prod(self.shape)
+        return numpy_values(array.values.slice(array.offset * size, len(array) * size)).reshape(
+            (len(array),) + self.shape)
 
     def _describe(self, value: np.ndarray, limit: int) -> str:
         text = np.array2string(np.asarray(value), threshold=8, edgeitems=3, precision=4, separator=", ")
         return f"{value.dtype}{list(value.shape)} {' '.join(text.split())}"
-
-    def _zeros(self) -> pa.Scalar:
-        return pa.scalar(np.zeros(self.shape, dtype=self.dtype).reshape(-1), type=self.arrow_type())
 
 
 def _with_exact_ints(value: Any, array: np.ndarray) -> np.ndarray:
