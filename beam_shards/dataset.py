@@ -14,6 +14,7 @@ from beam_shards.decode import check_image_mode
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
 
+
 class ShardedDataset:
     """A random-access dataset over a published cache, decoding rows for training.
 
@@ -76,7 +77,8 @@ class ShardedDataset:
 
     def __repr__(self) -> str:
         manifest = self._backend.manifest
-        transform = "" if self._transform is None else f", transform={getattr(self._transform, '__qualname__', self._transform)!s}"
+        transform = "" if self._transform is None else \
+            f", transform={getattr(self._transform, '__qualname__', self._transform)!s}"
         return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, view={self._describe_view()}, "
                 f"num_rows={len(self)}, columns={list(self._columns)}, image_mode={self._image_mode!r}{transform})")
 

@@ -4,8 +4,9 @@ Writes go through `apache_beam.io.filesystems.FileSystems`, so local paths, gs:/
 s3:// behave alike. Reads of local paths use the OS directly, so that training
 processes that only read a cache do not import Beam; other schemes read through
 `FileSystems` too. `open_random_access` serves random-access readers: a memory map
-locally (`is_memory_mapped` tells), ranged reads on object stores. Local deletes use the OS as well: Beam's local
-delete treats its argument as a glob, which a folder name with `[` in it would break.
+locally (`is_memory_mapped` tells), ranged reads on object stores. Local deletes use
+the OS as well: Beam's local delete treats its argument as a glob, which a folder name
+with `[` in it would break.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def open_random_access(path: str) -> pa.NativeFile:
         if not stat.S_ISREG(info.st_mode):  # a FIFO would block the map
             raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
         return _map(local_path(path), info.st_size)
-    if scheme(path) in ("s3", "gs"):
+    if scheme(path) in store_calls.STORE_SCHEMES:
         from beam_shards import stores
 
         store_calls.check_store(path)
@@ -186,7 +187,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
         bytes).
     """
     path = os.fspath(path)
-    if scheme(path) in store_calls.CONDITIONAL_SCHEMES:
+    if scheme(path) in store_calls.STORE_SCHEMES:
         return store_calls.read_object(path, limit)
     with open_read(path) as handle:
         if limit is None:
@@ -330,7 +331,7 @@ def create_if_absent(path: str, data: bytes, temp: str) -> bool:
     precedes one whole-object write, which leaves a window between the check and the
     write in which a racing writer's object can be replaced.
     """
-    if scheme(path) in store_calls.CONDITIONAL_SCHEMES:
+    if scheme(path) in store_calls.STORE_SCHEMES:
         return store_calls.create_if_absent(path, data)
     if not is_local(path):
         if exists(path):

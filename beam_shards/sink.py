@@ -8,9 +8,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
   bundles never collide; a failed attempt removes its files. A write id given at
   construction reaches the DoFn with it; one made when the pipeline runs comes as a
-  side input, which costs Beam's per-window invoker on every element. With `on_bad="skip"`, an example that does not fit goes to a tagged
-  output instead (only a committed bundle's reach it). Only the shards of committed
-  bundles travel on, through a shuffle that makes the list stable.
+  side input, which costs Beam's per-window invoker on every element. With
+  `on_bad="skip"`, an example that does not fit goes to a tagged output instead (only
+  a committed bundle's reach it). Only the shards of committed bundles travel on,
+  through a shuffle that makes the list stable.
 - merge: so that shard sizes do not follow the runner's bundles, one step plans bins
   of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
   reshuffle spreads the bins over workers, and each bin's record batches are copied

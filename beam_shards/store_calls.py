@@ -29,7 +29,7 @@ from beam_shards.errors import FileTooLargeError, StoreAccessError
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-CONDITIONAL_SCHEMES = ("s3", "gs")
+STORE_SCHEMES = ("s3", "gs")  # the object stores these calls serve
 # S3 answers 409 while another conditional write of the key is in flight; AWS asks
 # for a retry, which then meets the winner's object (412) or creates it.
 _S3_CONFLICT_ATTEMPTS = 5
@@ -60,7 +60,7 @@ def check_store(path: str) -> None:
         the error names `path`.
     """
     scheme = path.split("://", 1)[0]
-    if scheme not in CONDITIONAL_SCHEMES:
+    if scheme not in STORE_SCHEMES:
         return
     bucket, _ = _split(path)
     arguments = _s3_arguments(stores.beam_options()) if scheme == "s3" else {}
@@ -142,8 +142,8 @@ def create_if_absent(path: str, data: bytes) -> bool:
 def _for_scheme(path: str, what: str, s3, gs):
     """`s3` or `gs`, whichever serves the scheme of `path`."""
     scheme = path.split("://", 1)[0]
-    if scheme not in CONDITIONAL_SCHEMES:
-        raise ValueError(f"{what} serve {CONDITIONAL_SCHEMES}, not {path!r}")
+    if scheme not in STORE_SCHEMES:
+        raise ValueError(f"{what} serve {STORE_SCHEMES}, not {path!r}")
     return s3 if scheme == "s3" else gs
 
 

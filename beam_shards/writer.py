@@ -101,17 +101,14 @@ def split_key(item: Any, position: Any) -> tuple[Any, Any]:
 def row_nbytes(row: dict[str, Any]) -> int:
     """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
     for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
-    return sum(map(_value_nbytes, row.values()))
+    return _values_nbytes(row.values())
+
+
+def _values_nbytes(values: Any) -> int:
+    return sum(map(_value_nbytes, values))
 
 
 def _value_nbytes(value: Any) -> int:
-    kind = type(value)  # the common kinds first, without isinstance
-    if kind is bytes or kind is str:
-        return len(value) + 8
-    if kind is np.ndarray:
-        return value.nbytes + 8
-    if kind is int or kind is float or value is None:
-        return 8
     if isinstance(value, (bytes, str)):
         return len(value) + 8
     if isinstance(value, np.ndarray):
@@ -235,7 +232,7 @@ class ShardWriter:
             self.write_table(self._features.encode_batch(example, key))
             return example.num_rows
         values = self._features.encode_values(example, key)
-        self._append(values, sum(map(_value_nbytes, values)))
+        self._append(values, _values_nbytes(values))
         return 1
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
