@@ -252,7 +252,8 @@ def _parse_shard(entry: Any, index: int, where: str) -> ShardInfo:
         raise CorruptCacheError(f"{where}: shard {index} lacks {error}") from None
     if not isinstance(name, str) or write_id_of_shard(name) is None:
         raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {_shown(name)}")
-    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) or not CHECKSUM_PATTERN.fullmatch(checksum):
+    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) \
+            or not CHECKSUM_PATTERN.fullmatch(checksum):
         raise CorruptCacheError(f"{where}: shard {index} ({name}) has invalid rows, bytes or checksum")
     return ShardInfo(name, rows, size, checksum)
 

@@ -134,3 +134,28 @@ def test_abort_drops_what_is_queued_and_closes_the_file_unsynced():
     assert raw.writes == 1 and raw.closes == 1
     with pytest.raises(Exception, match="aborted"):
         stream.write(b"more")
+
+
+@pytest.mark.timeout(60)
+def test_every_local_shard_is_fsynced_whole_before_close_returns(tmp_path, monkeypatch):
+    """The shard thread still syncs each shard to disk (a published shard survives a crash)."""
+    synced: dict[str, int] = {}
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        real_fsync(fd)
+        synced[os.readlink(f"/proc/self/fd/{fd}")] = os.fstat(fd).st_size
+
+    monkeypatch.setattr(os, "fsync", spy)
+
+    def open_shard(index: int):
+        path = str(tmp_path / f"shard-{index}.arrow")
+        return path, open(path, "wb")
+
+    writer = ShardWriter(PAYLOAD, open_shard, WriterOptions(shard_size_bytes=4000))
+    for index, row in enumerate(blob_rows([300] * 60)):
+        writer.add(row, key=index)
+    shards = writer.close()
+    assert len(shards) > 2
+    assert synced == {shard.path: shard.num_bytes for shard in shards}
+    assert all(os.path.getsize(shard.path) == shard.num_bytes for shard in shards)
