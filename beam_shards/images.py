@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import math
 import re
 import threading
 import warnings
 import zlib
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -65,12 +67,14 @@ def sniff_format(data: bytes) -> str:
     return _VERDICTS.format_of(data, container, header)
 
 
-def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None) -> tuple[int, str] | None:
+def first_bad_image(blob: bytes, ends: Sequence[int] | np.ndarray,
+                    null: Sequence[bool] | None = None) -> tuple[int, str] | None:
     """`sniff_format` over images stored back to back: image k is `blob[ends[k]:ends[k + 1]]`.
 
-    The common image (the last header seen, a JPEG whose one scan runs to its
-    end-of-image marker) is checked in place, without a copy of its bytes; any other
-    goes through `sniff_format`.
+    The common images (those that start with the last header answered for, a JPEG's,
+    and whose one scan runs to its end-of-image marker) are checked together, in place:
+    one pass over the blob finds every marker that ends scan data. Any other image goes
+    through `sniff_format`, in order.
 
     Args:
       blob: the images' bytes, back to back.
@@ -80,25 +84,34 @@ def first_bad_image(blob: bytes, ends: list[int], null: list[bool] | None = None
     Returns:
       `(k, reason)` for the first image k that `sniff_format` refuses; None if none is.
     """
-    k, count = 0, len(ends) - 1
-    while k < count:
-        last = _VERDICTS.last  # what the full path below may have changed
-        header = last.header if last is not None and _common_jpeg(last) else None
-        for k in range(k, count):
-            start, end = ends[k], ends[k + 1]
-            if null is not None and null[k]:
-                continue
-            if header is None or not (blob.startswith(header, start, end)
-                                      and _scan_runs_to_eoi(blob, start + len(header), end)):
-                break  # not the common image: the full path
-        else:
-            return None
+    ends = np.asarray(ends, dtype=np.int64)
+    starts, stops = ends[:-1].tolist(), ends[1:].tolist()
+    done = np.zeros(len(starts), dtype=bool) if null is None else np.array(null, dtype=bool)
+    last = _VERDICTS.last
+    if last is not None and _common_jpeg(last) and len(starts):
+        header = last.header
+        common = np.fromiter(map(blob.startswith, itertools.repeat(header), starts, stops), bool, len(starts))
+        done |= common & _scans_run_to_eoi(blob, ends[:-1] + len(header), ends[1:])
+    for k in np.flatnonzero(~done).tolist():
         try:
-            sniff_format(blob[start:end])
+            sniff_format(blob[starts[k]:stops[k]])
         except ValueError as error:
             return k, str(error)
-        k += 1
     return None
+
+
+def _scans_run_to_eoi(blob: bytes, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`_scan_runs_to_eoi` for many scans of one blob: per scan, whether its data from
+    `positions[i]` ends at an end-of-image marker before `ends[i]`."""
+    data = np.frombuffer(blob, dtype=np.uint8)
+    fills = np.flatnonzero(data[:-1] == 0xFF)
+    code = data[fills + 1]
+    markers = fills[(code != 0x00) & ((code < 0xD0) | (code > 0xD7)) & (code != 0xFF)]
+    if len(markers) == 0:
+        return np.zeros(len(positions), dtype=bool)
+    found = np.searchsorted(markers, positions)
+    first = markers[np.minimum(found, len(markers) - 1)]
+    return (found < len(markers)) & (first + 1 < ends) & (data[first + 1] == _JPEG_EOI)
 
 
 def _common_jpeg(last: _Answered) -> bool:

@@ -371,6 +371,60 @@ def test_first_bad_image_agrees_with_sniff_format_image_by_image():
     assert images.first_bad_image(blob, ends, null) is None
 
 
+def _first_refused(variants: list[bytes], null: list[bool]) -> tuple[int, str] | None:
+    for k, data in enumerate(variants):
+        if null[k]:
+            continue
+        try:
+            images.sniff_format(data)
+        except ValueError as error:
+            return k, str(error)
+    return None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_first_bad_image_agrees_with_sniff_format_on_mixed_batches(seed):
+    """Batches mixing two JPEG headers (the common one changes midway), PNGs and damaged
+    images, some absent: the first image refused, and its reason, are sniff_format's."""
+    rng = np.random.default_rng(seed)
+    other = [jpeg(seed, size=24), jpeg(seed + 1, size=24)]
+    pool = _same_header_variants() + other + [png(seed), other[0][:-2] + b"\xff\xd0", other[1][:40]]
+    picks = rng.integers(0, len(pool), 40)
+    variants = [pool[i] for i in picks]
+    null = (rng.random(40) < 0.2).tolist()
+    blob = b"".join(variants)
+    ends = np.cumsum([0] + [len(v) for v in variants])
+    images.sniff_format(jpeg(0) if seed % 2 else other[0])  # which header is common when the batch starts
+    got = images.first_bad_image(blob, ends, null)
+    images.sniff_format(jpeg(0) if seed % 2 else other[0])
+    assert got == _first_refused(variants, null)
+    good = [not null[k] and _first_refused([v], [False]) is None for k, v in enumerate(variants)]
+    images.sniff_format(jpeg(0) if seed % 2 else other[0])
+    assert images.first_bad_image(blob, ends, [not g for g in good]) is None
+
+
+def test_a_scan_is_not_ended_by_the_marker_of_the_image_after_it():
+    images.sniff_format(jpeg(0))
+    cut = _same_header_variants()[2]  # the common header, then scan data with no end-of-image marker
+    assert cut.startswith(images._VERDICTS.last.header)
+    blob = cut + b"\x00\xff\xd9" + jpeg(2)
+    ends = [0, len(cut), len(cut) + 3, len(blob)]
+    assert images.first_bad_image(blob, ends)[0] == 0
+    images.sniff_format(jpeg(0))
+    assert images.first_bad_image(blob, ends, [True, False, False])[0] == 1
+
+
+def test_common_images_are_checked_without_sniff_format(monkeypatch):
+    images.sniff_format(jpeg(0))
+    variants = _same_header_variants()
+    good = [variants[i] for i in (0, 1, 3, 5, 6)] * 20
+    blob = b"".join(good)
+    calls = []
+    monkeypatch.setattr(images, "sniff_format", lambda data: calls.append(data))
+    assert images.first_bad_image(blob, np.cumsum([0] + [len(v) for v in good])) is None
+    assert calls == []
+
+
 def test_a_batch_image_column_names_the_row_of_a_sliced_array_with_nulls():
     from beam_shards.features.base import _Invalid
 
