@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import math
 import re
 import threading
@@ -28,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from beam_shards.display import human_size
 
@@ -40,6 +40,8 @@ _JPEG_NO_LENGTH = frozenset([0x01, *range(0xD0, 0xD8)])
 _JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
 # The marker that ends a scan's entropy-coded data (FF 00 is a stuffed byte, FF D0..D7 a restart).
 _JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+# How many bytes of image heads first_bad_image compares at once.
+_COMPARED_BYTES = 1 << 20
 _ALPHA_OR_PALETTE_MODES = {"RGBA", "RGBa", "LA", "La", "P", "PA"}
 
 
@@ -67,7 +69,7 @@ def sniff_format(data: bytes) -> str:
     return _VERDICTS.format_of(data, container, header)
 
 
-def first_bad_image(blob: bytes, ends: Sequence[int] | np.ndarray,
+def first_bad_image(blob: bytes | memoryview, ends: Sequence[int] | np.ndarray,
                     null: Sequence[bool] | None = None) -> tuple[int, str] | None:
     """`sniff_format` over images stored back to back: image k is `blob[ends[k]:ends[k + 1]]`.
 
@@ -77,7 +79,8 @@ def first_bad_image(blob: bytes, ends: Sequence[int] | np.ndarray,
     through `sniff_format`, in order.
 
     Args:
-      blob: the images' bytes, back to back.
+      blob: the images' bytes, back to back (a memoryview of an Arrow buffer is read in
+        place).
       ends: where each image starts, and where the last one ends.
       null: per image, whether it is absent (not checked).
 
@@ -85,25 +88,38 @@ def first_bad_image(blob: bytes, ends: Sequence[int] | np.ndarray,
       `(k, reason)` for the first image k that `sniff_format` refuses; None if none is.
     """
     ends = np.asarray(ends, dtype=np.int64)
-    starts, stops = ends[:-1].tolist(), ends[1:].tolist()
+    starts, stops = ends[:-1], ends[1:]
     done = np.zeros(len(starts), dtype=bool) if null is None else np.array(null, dtype=bool)
     last = _VERDICTS.last
     if last is not None and _common_jpeg(last) and len(starts):
-        header = last.header
-        common = np.fromiter(map(blob.startswith, itertools.repeat(header), starts, stops), bool, len(starts))
-        done |= common & _scans_run_to_eoi(blob, ends[:-1] + len(header), ends[1:])
+        data = np.frombuffer(blob, dtype=np.uint8)
+        done |= _start_with(data, starts, stops, last.header) & _scans_run_to_eoi(data, starts + len(last.header), stops)
     for k in np.flatnonzero(~done).tolist():
         try:
-            sniff_format(blob[starts[k]:stops[k]])
+            sniff_format(bytes(blob[starts[k]:stops[k]]))
         except ValueError as error:
             return k, str(error)
     return None
 
 
-def _scans_run_to_eoi(blob: bytes, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _start_with(data: np.ndarray, starts: np.ndarray, stops: np.ndarray, header: bytes) -> np.ndarray:
+    """Per slice `data[starts[i]:stops[i]]`, whether it starts with `header` (compared about
+    a MiB of heads at a time, whatever the header's length)."""
+    size = len(header)
+    fits = stops - starts >= size
+    if len(data) < size:
+        return fits
+    windows, expected = sliding_window_view(data, size), np.frombuffer(header, dtype=np.uint8)
+    first = np.minimum(starts, len(data) - size)
+    step = max(1, _COMPARED_BYTES // size)
+    for at in range(0, len(starts), step):
+        fits[at:at + step] &= (windows[first[at:at + step]] == expected).all(axis=1)
+    return fits
+
+
+def _scans_run_to_eoi(data: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """`_scan_runs_to_eoi` for many scans of one blob: per scan, whether its data from
     `positions[i]` ends at an end-of-image marker before `ends[i]`."""
-    data = np.frombuffer(blob, dtype=np.uint8)
     fills = np.flatnonzero(data[:-1] == 0xFF)
     code = data[fills + 1]
     markers = fills[(code != 0x00) & ((code < 0xD0) | (code > 0xD7)) & (code != 0xFF)]

@@ -383,12 +383,16 @@ def _first_refused(variants: list[bytes], null: list[bool]) -> tuple[int, str] |
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_first_bad_image_agrees_with_sniff_format_on_mixed_batches(seed):
+def test_first_bad_image_agrees_with_sniff_format_on_mixed_batches(seed, monkeypatch):
     """Batches mixing two JPEG headers (the common one changes midway), PNGs and damaged
-    images, some absent: the first image refused, and its reason, are sniff_format's."""
+    images, some absent: the first image refused, and its reason, are sniff_format's.
+    Every third batch compares its image heads a few at a time."""
+    if seed % 3 == 0:
+        monkeypatch.setattr(images, "_COMPARED_BYTES", 2000)
     rng = np.random.default_rng(seed)
     other = [jpeg(seed, size=24), jpeg(seed + 1, size=24)]
-    pool = _same_header_variants() + other + [png(seed), other[0][:-2] + b"\xff\xd0", other[1][:40]]
+    not_jpeg = b"\x00" * 700 + b"\xff\xd9"  # past the common header's length, runs to an EOI marker
+    pool = _same_header_variants() + other + [png(seed), other[0][:-2] + b"\xff\xd0", other[1][:40], not_jpeg]
     picks = rng.integers(0, len(pool), 40)
     variants = [pool[i] for i in picks]
     null = (rng.random(40) < 0.2).tolist()
@@ -412,6 +416,15 @@ def test_a_scan_is_not_ended_by_the_marker_of_the_image_after_it():
     assert images.first_bad_image(blob, ends)[0] == 0
     images.sniff_format(jpeg(0))
     assert images.first_bad_image(blob, ends, [True, False, False])[0] == 1
+
+
+def test_every_image_head_is_compared_a_few_at_a_time(monkeypatch):
+    monkeypatch.setattr(images, "_COMPARED_BYTES", 2000)
+    images.sniff_format(jpeg(0))
+    good = _same_header_variants()[0]
+    batch = [good] * 7 + [b"\x00" * len(good) + b"\xff\xd9"]  # not a JPEG, though its bytes run to EOI
+    blob = b"".join(batch)
+    assert images.first_bad_image(blob, np.cumsum([0] + [len(v) for v in batch]))[0] == 7
 
 
 def test_common_images_are_checked_without_sniff_format(monkeypatch):

@@ -101,7 +101,7 @@ class Image(_EncodedFile):
         if len(array) == 0:
             return
         first = int(ends[0])
-        bad = images.first_bad_image(data[first:int(ends[-1])].tobytes(), ends - first, null_flags(array))
+        bad = images.first_bad_image(data[first:int(ends[-1])], ends - first, null_flags(array))
         if bad is not None:
             row, reason = bad
             raise _Invalid(reason, field, self, array[row].as_py(), row)
