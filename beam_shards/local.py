@@ -74,10 +74,13 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
     created = fs.is_local(path) and not os.path.exists(fs.local_path(path))
     writer = ShardWriter(features, staged_shards(CacheLayout(path).new_attempt(write_id)), options)
     meter = Progress(path, enabled=progress)
+    def shards() -> str:
+        return f"{writer.num_shards} shards"
+
     try:
         for position, item in enumerate(examples):
             key, example = split_key(item, position)
-            meter.update(writer.add(example, key), extra=f"{writer.num_shards} shards")
+            meter.update(writer.add(example, key), extra=shards)
         staged = writer.close()
         manifest = publish(path, write_id=write_id, features=features, staged=staged, options=options,
                            metadata=metadata, mode=mode)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Callable, TextIO
 
 
 class Progress:
@@ -31,7 +31,8 @@ class Progress:
     def __repr__(self) -> str:
         return f"Progress({self._label!r}, count={self.count}, enabled={self.enabled})"
 
-    def update(self, done: int = 1, extra: str = "") -> None:
+    def update(self, done: int = 1, extra: str | Callable[[], str] = "") -> None:
+        """Counts `done` more; `extra` (or what it returns, asked only when a line is due) ends the line."""
         self.count += done
         if self.enabled:
             now = time.monotonic()
@@ -43,7 +44,8 @@ class Progress:
         if self.enabled:
             self._print(extra, final=True)
 
-    def _print(self, extra: str, final: bool = False) -> None:
+    def _print(self, extra: str | Callable[[], str], final: bool = False) -> None:
+        extra = extra() if callable(extra) else extra
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self.count / elapsed
         text = f"{self._label}: {self.count:,} {self._unit}, {rate:,.0f} {self._unit}/s"

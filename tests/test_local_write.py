@@ -293,7 +293,7 @@ def test_progress_prints_rate_lines_at_its_interval():
     stream = io.StringIO()
     meter = Progress("job", unit="items", enabled=True, interval=0.0, stream=stream)
     meter.update(3)
-    meter.update(2, extra="2 shards")
+    meter.update(2, extra=lambda: "2 shards")
     meter.finish(extra="all done")
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("job: 3 items, ") and lines[0].endswith(" items/s")
@@ -305,6 +305,10 @@ def test_progress_prints_rate_lines_at_its_interval():
     meter.update()
     meter.finish()
     assert not meter.enabled and quiet.getvalue() == ""
+    asked = []
+    meter = Progress("job", enabled=True, interval=3600.0, stream=quiet)
+    meter.update(1, extra=lambda: asked.append(1) or "")  # no line due: the extra is not asked for
+    assert asked == [] and quiet.getvalue() == ""
 
 
 @pytest.mark.timeout(120)
