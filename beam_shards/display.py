@@ -47,3 +47,13 @@ def short_repr(value: Any, limit: int = 80) -> str:
             return f"{type(value).__name__} {clip(repr(value.item()), limit)}"
         return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
     return f"{type(value).__name__} {clip(repr(value), limit)}"
+
+
+def preview_example(example: Any, fields: int = 3) -> str:
+    """A short description of an example for errors: its first few scalar fields."""
+    if not isinstance(example, dict):
+        return f"{type(example).__name__} value"
+    shown = {k: v for k, v in example.items() if isinstance(v, (int, float)) or isinstance(v, str) and len(v) <= 80}
+    if not shown:
+        return f"example with fields {list(example)[:8]}"
+    return repr(dict(list(shown.items())[:fields]))

@@ -30,7 +30,6 @@ import pickle
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-import pyarrow as pa
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput, TaggedOutput
 from apache_beam.transforms import window
@@ -66,16 +65,6 @@ class WriteWithBad(NamedTuple):
 
     manifest: beam.PCollection
     bad: beam.PCollection
-
-
-def preview_example(example: Any, fields: int = 3) -> str:
-    """A short description of an example for errors: its first few scalar fields."""
-    if not isinstance(example, dict):
-        return f"{type(example).__name__} value"
-    shown = {k: v for k, v in example.items() if isinstance(v, (int, float)) or isinstance(v, str) and len(v) <= 80}
-    if not shown:
-        return f"example with fields {list(example)[:8]}"
-    return repr(dict(list(shown.items())[:fields]))
 
 
 def _write_id_or_fallback(write_id: Any) -> str:
@@ -123,6 +112,7 @@ class _WriteBundleFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self._writer: ShardWriter | None = None
+        self._letters: list[dict[str, Any]] = []
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
@@ -132,35 +122,23 @@ class _WriteBundleFn(beam.DoFn):
         key, example = split_key(element, None)
         if self._writer is None:
             attempt = self._layout.new_attempt(self._write_id)
-            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options)
+            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options,
+                                       self._skip_bad if self._skip else None)
         try:
             self._writer.add(example, key)
-        except EncodeError as error:
-            if self._skip:
-                return self._skip_bad(example, key, error)
-            self._discard()
-            if key is None and isinstance(example, dict):  # name it by its first fields, only on failure
-                raise EncodeError(error.reason, example=preview_example(example), field=error.field,
-                                  feature=error.feature, got=error.got) from None
-            raise
         except BaseException:
             self._discard()
             raise
-        return None
+        return self._take_letters() if self._letters else None
 
-    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> list[TaggedOutput]:
-        """Dead letters for a bad example, or for the bad rows of a batch (its good rows are written)."""
-        if not isinstance(example, (pa.RecordBatch, pa.Table)):
-            bad = [dead_letter(example, key, error)]
-        else:
-            bad = []
-            for row, item in enumerate(example.to_pylist()):
-                try:
-                    self._writer.add(item, (key, row))
-                except EncodeError as row_error:
-                    bad.append(dead_letter(item, (key, row), row_error))
-        self._bad.inc(len(bad))
-        return [TaggedOutput(BAD_TAG, letter) for letter in bad]
+    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
+        """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
+        self._letters.append(dead_letter(example, key, error))
+        self._bad.inc()
+
+    def _take_letters(self) -> list[TaggedOutput]:
+        letters, self._letters = self._letters, []
+        return [TaggedOutput(BAD_TAG, letter) for letter in letters]
 
     def _discard(self) -> None:
         # A failed attempt removes what it staged; the runner may retry the bundle.
@@ -178,6 +156,9 @@ class _WriteBundleFn(beam.DoFn):
             self._discard()
             raise
         self._writer = None
+        letters, self._letters = self._letters, []  # plain examples are checked with their batch: maybe only now
+        for letter in letters:
+            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
         for shard in shards:
             self._rows.inc(shard.num_rows)
             self._shards.inc()

@@ -14,10 +14,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.display import preview_example
+from beam_shards.errors import EncodeError
 from beam_shards.features import Features
 from beam_shards.manifest import COMPRESSIONS
 from beam_shards.shard_stream import PendingBytes, ShardStream
 
+# What ShardWriter calls for an example that does not fit, instead of raising: (example, key, error).
+OnBad = Callable[[Any, Any, EncodeError], None]
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_BATCH_BYTES = 16 << 20
@@ -149,6 +153,14 @@ def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
 class ShardWriter:
     """Buffers encoded rows into record batches and writes them into size-rotated shards.
 
+    An example whose values are all already in their encoded form (bytes for an Image,
+    ints, strs, arrays of the declared shape and dtype: `Features.plain_values`) is
+    checked with its batch, column by column, when the batch is built; any other is
+    encoded when it is added. Either way an example that does not fit gets the error
+    `Features.encode_values` gives it, naming its key (an example without a key is named
+    by its first fields), and so a bad example may be reported by a later `add` or by
+    `close`.
+
     A batch is flushed at `batch_size` rows or `batch_bytes` bytes, whichever comes
     first. A shard is closed before a batch would take it past `shard_size_bytes` on
     disk (so a batch larger than the target, such as one huge example, gets a shard of
@@ -179,10 +191,13 @@ class ShardWriter:
         writable binary stream, which the writer closes when the shard is done.
       options: batch and shard sizes and compression (`batch_bytes` is clamped to a
         quarter of a shard).
+      on_bad: None to raise `EncodeError` for an example that does not fit; else called
+        with the example, its key and the error instead, and the example is left out (a
+        batch that does not fit is then added row by row, keyed `(key, row)`).
     """
 
     def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
-                 options: WriterOptions | None = None):
+                 options: WriterOptions | None = None, on_bad: OnBad | None = None):
         options = options or WriterOptions()
         shard_size_bytes = options.shard_size_bytes
         self._features = features
@@ -196,7 +211,9 @@ class ShardWriter:
         self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
         self._names = tuple(features)
-        self._rows: list[tuple[Any, ...]] = []  # encoded values in column order
+        self._on_bad = on_bad
+        self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
+        self._plain: list[tuple[int, Any, Any]] = []  # (row in the batch, example, key) of plain rows
         self._rows_bytes = 0
         self._path: str | None = None
         self._stream: ShardStream | None = None
@@ -216,10 +233,12 @@ class ShardWriter:
                 f"batch_size={self._batch_size}, buffered_rows={len(self._rows)})")
 
     def add(self, example: Any, key: Any) -> int:
-        """Encodes one example, or a pyarrow RecordBatch/Table of them, and adds it; returns its rows.
+        """Adds one example, or a pyarrow RecordBatch/Table of them; returns the rows added
+        (plain rows count as added until their batch is checked).
 
         Raises:
-          EncodeError: the example does not match the features (names `key`).
+          EncodeError: this example, or a plain one added before it, does not match the
+            features (names its key), unless `on_bad` takes it.
           ValueError: `EncodedRows` of another schema.
         """
         if isinstance(example, EncodedRows):
@@ -229,21 +248,48 @@ class ShardWriter:
             self.write_table(example.table)
             return example.table.num_rows
         if isinstance(example, (pa.RecordBatch, pa.Table)):
-            self.write_table(self._features.encode_batch(example, key))
+            try:
+                table = self._features.encode_batch(example, key)
+            except EncodeError:
+                if self._on_bad is None:
+                    raise
+                return sum(self.add(row, (key, k)) for k, row in enumerate(example.to_pylist()))
+            self.write_table(table)
             return example.num_rows
-        values = self._features.encode_values(example, key)
+        values = self._features.plain_values(example)
+        if values is not None:
+            self._append(values, _values_nbytes(values), (example, key))
+            return 1
+        try:
+            values = self._features.encode_values(example, key)
+        except EncodeError as error:
+            self._refuse(example, key, error)
+            return 0
         self._append(values, _values_nbytes(values))
         return 1
+
+    def _refuse(self, example: Any, key: Any, error: EncodeError) -> None:
+        """Raises `error` for an example that does not fit (naming an unkeyed one by its first
+        fields), or hands it to `on_bad`."""
+        if key is None and isinstance(example, dict):
+            error = EncodeError(error.reason, example=preview_example(example), field=error.field,
+                                feature=error.feature, got=error.got)
+        if self._on_bad is None:
+            raise error from None
+        self._on_bad(example, key, error)
 
     def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
         """Adds one encoded row (from `Features.encode_example`)."""
         self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
 
-    def _append(self, values: tuple[Any, ...], nbytes: int) -> None:
+    def _append(self, values: tuple[Any, ...], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
+        """Buffers one row; `plain` is `(example, key)` for a row of plain values, checked with its batch."""
         if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
             # Flush first, so a batch stays within batch_bytes unless it is one row, and
             # a row larger than a shard gets a batch, and so a shard, of its own.
             self._flush()
+        if plain is not None:
+            self._plain.append((len(self._rows), *plain))
         self._rows.append(values)
         self._rows_bytes += nbytes
         if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
@@ -290,7 +336,7 @@ class ShardWriter:
 
     def abort(self) -> list[str]:
         """Drops buffered rows, stops every shard's stream unsynced; returns every path it opened."""
-        self._rows = []
+        self._rows, self._plain = [], []
         streams = [closing[-1] for closing in self._closing] + ([self._stream] if self._stream else [])
         for stream in streams:
             stream.abort()
@@ -301,9 +347,28 @@ class ShardWriter:
     def _flush(self) -> None:
         if not self._rows:
             return
-        batch = self._features.build_columns(list(zip(*self._rows)))
-        self._rows, self._rows_bytes = [], 0
-        self._write_batch(batch)
+        rows, plain = self._rows, self._plain
+        self._rows, self._rows_bytes, self._plain = [], 0, []
+        batch = self._features.build_plain(list(zip(*rows))) if plain else None
+        if batch is None and plain:
+            # A plain value did not fit: encode the plain rows one by one, as `add` encodes
+            # the others, so the bad one gets its own error (or goes to on_bad).
+            rows = self._encode_each(rows, plain)
+        if batch is None and rows:
+            batch = self._features.build_columns(list(zip(*rows)))
+        if batch is not None:
+            self._write_batch(batch)
+
+    def _encode_each(self, rows: list[tuple[Any, ...]], plain: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
+        """`rows` with each plain row encoded by `Features.encode_values`, those that do not fit left out."""
+        rows, refused = list(rows), set()
+        for row, example, key in plain:
+            try:
+                rows[row] = self._features.encode_values(example, key)
+            except EncodeError as error:
+                self._refuse(example, key, error)
+                refused.add(row)
+        return [values for row, values in enumerate(rows) if row not in refused]
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self._ipc is not None and self._shard_rows and self._would_overflow(batch):

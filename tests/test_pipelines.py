@@ -663,9 +663,10 @@ def test_skipped_inputs_are_counted_in_a_beam_counter(tmp_path):
 
 
 def test_each_example_is_encoded_once(tmp_path, monkeypatch):
-    """Examples are encoded by the sink alone; Rows by the check step alone, handed on encoded."""
+    """Examples are encoded by the sink alone (plain ones checked with their batch, never
+    encoded one by one); Rows by the check step alone, handed on encoded."""
     calls = []
-    for name in ("encode_values", "encode_batch"):  # encode_example goes through encode_values
+    for name in ("encode_values", "encode_batch", "plain_values"):  # encode_example goes through encode_values
         def counting(self, *args, _original=getattr(Features, name), _name=name, **kwargs):
             calls.append(_name)
             return _original(self, *args, **kwargs)
@@ -677,7 +678,7 @@ def test_each_example_is_encoded_once(tmp_path, monkeypatch):
     with beam.Pipeline(options=options()) as pipeline:
         common.write_cache(pipeline | beam.Create([(f"row {i}", {"n": i}) for i in range(5)] + [("rows", rows)]),
                            args, features, {})
-    assert sorted(calls) == ["encode_batch"] + ["encode_values"] * 5
+    assert sorted(calls) == ["encode_batch"] + ["plain_values"] * 5
     assert read_metadata(args.output).num_rows == 8
 
 

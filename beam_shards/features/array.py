@@ -52,6 +52,7 @@ class Array(Feature):
         self.nullable = check_nullable(nullable)
         self._row_size = math.prod(shape[1:])
         self._np_dtype = np.dtype(dtype)
+        self.plain_type = None if self.variable else np.ndarray
 
     @property
     def variable(self) -> bool:
@@ -74,10 +75,14 @@ class Array(Feature):
     def __repr__(self) -> str:
         return f"Array({self.shape}, {self.dtype!r}{self._nullable_repr()})"
 
+    def plain_column_fits(self, values: list[Any]) -> bool:
+        return all(map(self._stored_as_is, values))
+
+    def _stored_as_is(self, value: np.ndarray) -> bool:
+        return value.shape == self.shape and value.dtype == self._np_dtype and value.flags.c_contiguous
+
     def encode(self, value: Any, field: str) -> np.ndarray:
-        # Fast path (the common case, once per example): already the exact array stored.
-        if (type(value) is np.ndarray and value.shape == self.shape and value.dtype == self._np_dtype
-                and value.flags.c_contiguous):
+        if type(value) is np.ndarray and self._stored_as_is(value):  # the common case: the exact array stored
             return value
         try:
             array = value if isinstance(value, np.ndarray) else np.asarray(value)

@@ -61,6 +61,16 @@ class Feature:
         """Returns `value` in the form `build_array` takes; raises `_Invalid`."""
         raise NotImplementedError
 
+    # The exact Python type of a value that may already be what `encode` returns, stored
+    # by `build_array` unchanged: a column of such values needs only `plain_column_fits`
+    # and `_check_values` (see `Features.plain_values`). None: every value is encoded.
+    plain_type: type | None = None
+
+    def plain_column_fits(self, values: list[Any]) -> bool:
+        """Whether values of `plain_type` are each what `encode` returns for it, where the
+        type alone does not say (an array's shape and dtype)."""
+        return True
+
     def build_array(self, values: list[Any]) -> pa.Array:
         """Builds an Arrow array from encoded values (None for null)."""
         return pa.array(values, type=self.arrow_type())

@@ -24,6 +24,8 @@ class _EncodedFile(Feature):
 
     _default_nullable = True
 
+    plain_type = bytes
+
     def __init__(self, *, nullable: bool = True):
         self.nullable = check_nullable(nullable)
 

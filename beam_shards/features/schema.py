@@ -49,6 +49,7 @@ class Features(Mapping[str, Feature]):
         self._features = dict(features)
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
+        self._plain_types = tuple(feature.plain_type for feature in self._features.values())
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
 
@@ -127,6 +128,33 @@ class Features(Mapping[str, Feature]):
         except _Invalid as invalid:
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
+
+    def plain_values(self, example: Any) -> tuple[Any, ...] | None:
+        """The values of `example` in column order when each is of its feature's
+        `plain_type` (bytes for an Image, an int for an int Value, an array for an Array of
+        fixed shape, ...), and so may already be in its encoded form; None for any other
+        example, which `encode_values` takes. Plain rows are checked together, column by
+        column, when their batch is built (`build_plain`).
+        """
+        if type(example) is not dict or example.keys() != self._names:
+            return None
+        values = tuple(map(example.__getitem__, self._features))
+        return values if tuple(map(type, values)) == self._plain_types else None
+
+    def build_plain(self, columns: list[Sequence[Any]]) -> pa.RecordBatch | None:
+        """`build_columns` for columns that hold plain values (`plain_values`), checked by the
+        rules `encode_values` applies to each (`plain_column_fits`; building refuses ints out
+        of range and strings that are not UTF-8; `_check_values` checks the rest). None when
+        a value does not fit: `encode_values` on each row then names it."""
+        if not all(feature.plain_column_fits(values) for (_, feature), values in zip(self._items, columns)):
+            return None
+        try:
+            batch = self.build_columns(columns)
+            for (name, feature), column in zip(self._items, batch.columns):
+                feature._check_values(column, name)
+        except (_Invalid, pa.ArrowException, ValueError, TypeError, OverflowError):
+            return None
+        return batch
 
     def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
         """Checks rows already in Arrow form and returns them in this schema.

@@ -15,6 +15,10 @@ from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES,
                                        _family, _Invalid, cast_numbers, cast_safely, check_nullable, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
+# `Feature.plain_type` per dtype: ints out of range fail to build (numpy refuses them),
+# strings that are not UTF-8 too. float16 and float32 have none: a float is rounded to
+# them only after `cast_safely` checks it.
+_PLAIN_TYPES = {**dict.fromkeys(INT_DTYPES, int), "float64": float, "bool": bool, "string": str, "binary": bytes}
 
 
 @kind
@@ -34,6 +38,7 @@ class Value(Feature):
             raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}; got {dtype!r}")
         self.dtype = dtype
         self.nullable = check_nullable(nullable)
+        self.plain_type = _PLAIN_TYPES.get(dtype)
 
     def arrow_type(self) -> pa.DataType:
         if self.dtype == "string":
@@ -139,6 +144,8 @@ class ClassLabel(Feature):
       FeatureError: neither or both of `names` and `num_classes`, duplicate names, names
         that are not a list, or a `num_classes` that is not a positive int.
     """
+
+    plain_type = int
 
     def __init__(self, *, names: list[str] | None = None, num_classes: int | None = None,
                  nullable: bool = False):

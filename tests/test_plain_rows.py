@@ -1,0 +1,109 @@
+"""Examples whose values are already in their encoded form skip per-value encoding and are
+checked column by column with their batch: what is accepted, refused, and how errors read
+must be exactly what per-value encoding gives."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from beam_shards import Array, ClassLabel, EncodeError, Features, Image, ShardWriter, Value, WriterOptions
+from beam_shards.features import Sequence
+
+from _support import jpeg
+from test_writer import Shards
+
+PLAIN = Features({
+    "id": Value("int64"),
+    "small": Value("int8"),
+    "count": Value("uint32"),
+    "score": Value("float64"),
+    "flag": Value("bool"),
+    "image": Image(),
+    "label": ClassLabel(num_classes=10),
+    "embedding": Array((4,), "float32"),
+    "caption": Value("string"),
+    "blob": Value("binary"),
+})
+
+
+def plain_example(i: int) -> dict:
+    return {"id": i, "small": i % 100, "count": i * 7, "score": i / 3, "flag": i % 2 == 0, "image": jpeg(i % 3),
+            "label": i % 10, "embedding": np.arange(4, dtype=np.float32) + i, "caption": f"row {i}",
+            "blob": bytes([i % 256]) * 3}
+
+
+def write(examples: list, keys: list | None = None, on_bad=None, **options) -> tuple[pa.Table, Shards]:
+    shards = Shards()
+    writer = ShardWriter(PLAIN, shards, WriterOptions(**options), on_bad)
+    for k, e in enumerate(examples):
+        writer.add(e, k if keys is None else keys[k])
+    writer.close()
+    batches = [b for i in range(len(shards.streams)) for b in shards.batches(i)]
+    return pa.Table.from_batches(batches, schema=PLAIN.arrow_schema()), shards
+
+
+def encoded_table(examples: list) -> pa.Table:
+    return pa.Table.from_batches([PLAIN.build_batch([PLAIN.encode_example(e) for e in examples])])
+
+
+def test_plain_values_take_only_examples_of_the_exact_plain_types():
+    assert PLAIN.plain_values(plain_example(3)) is not None
+    for field, value in [("id", np.int64(3)), ("id", True), ("score", 1), ("flag", np.bool_(True)),
+                         ("image", bytearray(jpeg(0))), ("label", "cat"), ("embedding", [0.0, 1.0, 2.0, 3.0]),
+                         ("caption", b"bytes"), ("blob", "text"), ("id", None)]:
+        assert PLAIN.plain_values({**plain_example(3), field: value}) is None, field
+    assert PLAIN.plain_values(OrderedDict(plain_example(3))) is None  # a Mapping, not a dict
+    assert PLAIN.plain_values({k: v for k, v in plain_example(3).items() if k != "id"}) is None
+    assert Features({"x": Sequence(Value("int64"))}).plain_values({"x": [1]}) is None
+    assert Features({"x": Array((None, 2), "uint8")}).plain_values({"x": np.zeros((1, 2), np.uint8)}) is None
+    assert Features({"x": Value("float32")}).plain_values({"x": 1.5}) is None
+
+
+def test_plain_and_encoded_rows_are_stored_alike():
+    examples = [plain_example(i) for i in range(40)]
+    examples[3]["id"] = np.int64(3)  # not plain: encoded one by one
+    examples[7]["embedding"] = np.arange(4, dtype=np.float64)  # plain by type, cast when encoded
+    examples[8]["embedding"] = np.arange(8, dtype=np.float32)[::2]  # not contiguous: copied when encoded
+    table, _ = write(examples, batch_size=16)
+    assert table.equals(encoded_table(examples))
+
+
+BAD_VALUES = [
+    ("small", 200), ("count", -1), ("count", 2**32), ("id", 2**63), ("label", 10), ("label", -1),
+    ("caption", "a\ud800b"), ("image", jpeg(1)[:-300]), ("image", b""), ("image", b"not an image"),
+    ("embedding", np.zeros(5, np.float32)), ("embedding", np.full(4, 1e300, np.float64)),
+]
+
+
+@pytest.mark.parametrize("field, value", BAD_VALUES, ids=[f"{f}-{i}" for i, (f, _) in enumerate(BAD_VALUES)])
+def test_a_bad_plain_value_gets_the_error_per_value_encoding_gives(field, value):
+    examples = [plain_example(i) for i in range(12)]
+    examples[5][field] = value
+    with pytest.raises(EncodeError) as expected:
+        PLAIN.encode_values(examples[5], 5)
+    with pytest.raises(EncodeError) as caught:
+        write(examples, batch_size=8)
+    assert str(caught.value) == str(expected.value) and caught.value.example == 5
+    skipped = []
+    table, _ = write(examples, on_bad=lambda e, key, error: skipped.append((key, str(error))), batch_size=8)
+    assert skipped == [(5, str(expected.value))]
+    assert table.column("id").to_pylist() == [i for i in range(12) if i != 5]
+
+
+def test_an_unkeyed_bad_plain_example_is_named_by_its_first_fields():
+    examples = [plain_example(i) for i in range(4)]
+    examples[2]["label"] = 99
+    with pytest.raises(EncodeError, match=r"'id': 2, 'small': 2, 'count': 14"):
+        write(examples, keys=[None] * 4)
+
+
+def test_a_bad_plain_example_is_reported_by_close_when_its_batch_is_the_last():
+    writer = ShardWriter(PLAIN, Shards(), WriterOptions(batch_size=100))
+    bad = {**plain_example(1), "small": -129}
+    assert writer.add(plain_example(0), 0) == 1 and writer.add(bad, 1) == 1  # checked with its batch
+    with pytest.raises(EncodeError, match="does not fit int8"):
+        writer.close()
