@@ -55,19 +55,21 @@ class _Batch:
 
 
 class _OpenShard:
-    """An opened shard: the row offset of each of its batches, and the batches read so far.
+    """An opened shard: the first row of each of its batches, and the batches read so far.
 
     A batch is read, and fully checked, when first touched. Memory-mapped batches cost
     no memory; `resident` shards (downloaded or compressed) hold real bytes, which the
     backend bounds.
     """
 
-    __slots__ = ("offsets", "starts", "batches", "read", "resident")
+    __slots__ = ("starts", "firsts", "batches", "read", "resident")
 
-    def __init__(self, batch_rows: list[int], read: Callable[[int], pa.RecordBatch], resident: bool):
-        self.offsets = np.cumsum([0] + batch_rows, dtype=np.int64)
-        # The same as Python ints: bisect on a list routes one row ~20x faster than numpy.
-        self.starts = self.offsets.tolist()
+    def __init__(self, batch_rows: list[int], start: int, read: Callable[[int], pa.RecordBatch], resident: bool):
+        offsets = np.cumsum([0] + batch_rows, dtype=np.int64)
+        # Within the shard, as Python ints: bisect on a list routes one row ~20x faster than numpy.
+        self.starts = offsets.tolist()
+        # In the whole cache (the shard's first row is `start`), for routing many rows at once.
+        self.firsts = offsets[:-1] + start
         self.batches: list[_Batch | None] = [None] * len(batch_rows)
         self.read = read
         self.resident = resident
@@ -236,11 +238,11 @@ class ArrowBackend:
         idx = check_indices(indices, self.num_rows)
         if len(idx) == 0:
             return self._schema.empty_table()
-        if len(idx) > 1 and np.all(np.diff(idx) == 1):
+        if len(idx) > 1 and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
             return self.slice(int(idx[0]), len(idx))
         batches, which, positions = self._route(idx)
         arrow = [batch.batch for batch in batches]
-        pieces = list(map(pa.RecordBatch.slice, [arrow[w] for w in which], positions, itertools.repeat(1)))
+        pieces = list(map(pa.RecordBatch.slice, map(arrow.__getitem__, which), positions, itertools.repeat(1)))
         # Without a schema to check against, the batches of one shard share theirs and compare by identity.
         table = pa.Table.from_batches(pieces)
         return table if table.schema.equals(self._schema, check_metadata=True) else table.cast(self._schema)
@@ -261,18 +263,21 @@ class ArrowBackend:
         """
         shard_ids = np.flatnonzero(np.bincount(np.searchsorted(self._offsets, idx, side="right") - 1)).tolist()
         shards = [self._shard(shard_id) for shard_id in shard_ids]
-        firsts = np.concatenate([shard.offsets[:-1] + self._starts[shard_id]
-                                 for shard_id, shard in zip(shard_ids, shards)])
-        bases = np.cumsum([0] + [len(shard.batches) for shard in shards]).tolist()
+        firsts = np.concatenate([shard.firsts for shard in shards])
         slot = np.searchsorted(firsts, idx, side="right") - 1
         positions = idx - firsts[slot]
         used = np.flatnonzero(np.bincount(slot, minlength=len(firsts)))
         which = np.empty(len(firsts), dtype=np.int64)
         which[used] = np.arange(len(used))
-        batches = []
-        for s in used.tolist():
-            k = bisect.bisect_right(bases, s) - 1
-            batches.append(self._batch(shard_ids[k], shards[k], s - bases[k]))
+        slots = used.tolist()
+        # Batches of mapped shards read before are picked up as they are; one not read yet, or of a
+        # resident shard (its LRU marks it used), goes through `_batch`.
+        read = [batch for shard in shards for batch in shard.batches]
+        batches = [read[s] for s in slots]
+        if None in batches or any(shard.resident for shard in shards):
+            bases = np.cumsum([0] + [len(shard.batches) for shard in shards])
+            owners = (np.searchsorted(bases, used, side="right") - 1).tolist()
+            batches = [self._batch(shard_ids[k], shards[k], s - int(bases[k])) for k, s in zip(owners, slots)]
         return batches, which[slot].tolist(), positions.tolist()
 
     def slice(self, start: int, length: int) -> pa.Table:
@@ -383,13 +388,13 @@ class ArrowBackend:
     def _load(self, shard_id: int) -> _OpenShard:
         if self._manifest is None:
             batches = self._table.to_batches()
-            return _OpenShard([len(batch) for batch in batches], batches.__getitem__, resident=False)
+            return _OpenShard([len(batch) for batch in batches], 0, batches.__getitem__, resident=False)
         file = ShardFile(self._manifest, shard_id)
         source = self._open_source(file)
         reader = file.reader(source)
         rows = file.batch_rows(source, reader)
         resident = not file.reads_free(source)
-        return _OpenShard(rows, functools.partial(file.read_batch, reader), resident)
+        return _OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:
         """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""
@@ -461,12 +466,36 @@ def _out_of_range(index: int, length: int, what: str) -> IndexError:
 
 
 def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
-    """`check_index` over many indices at once, as an int64 array.
+    """`check_index` over many indices at once, as a new int64 array.
 
     Raises:
       TypeError: an index is not an int (floats, bools, None, objects). ValueError:
         `indices` is not flat (its shape is named). IndexError: an index is out of range.
     """
+    idx = _int_array(indices, length, what)
+    if idx.size == 0:
+        return idx.astype(np.int64)
+    low = idx.min()
+    if low < -length or idx.max() >= length:
+        bad = (idx < -length) | (idx >= length)
+        raise _out_of_range(int(idx[np.argmax(bad)]), length, what)
+    idx = idx.astype(np.int64)  # a copy: the caller's array is never handed back
+    return np.where(idx < 0, idx + length, idx) if low < 0 else idx
+
+
+def _int_array(indices: Sequence[int] | np.ndarray, length: int, what: str) -> np.ndarray:
+    """`indices` as a flat array of an integer dtype, its range not checked yet.
+
+    Raises:
+      as `check_indices`; IndexError only for an int numpy cannot hold (past uint64).
+    """
+    if isinstance(indices, np.ndarray) and indices.ndim == 1 and indices.dtype.kind in "iu":
+        return indices
+    if type(indices) is list and set(map(type, indices)) == {int}:
+        try:  # only plain ints, the common case: no bool hides among them
+            return np.array(indices, dtype=np.int64)
+        except OverflowError:
+            pass  # an int past int64: read below, it is named out of range
     try:
         idx = np.asarray(indices)
     except ValueError:
@@ -480,12 +509,7 @@ def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = 
         raise _out_of_range(next(i for i in idx if not -length <= i < length), length, what)
     if idx.dtype.kind not in "iu" and idx.size:
         raise TypeError(f"indices must be ints; got {short_repr(indices)}")
-    idx = idx.reshape(-1)
-    bad = (idx < -length) | (idx >= length)
-    if bad.any():
-        raise _out_of_range(int(idx[np.argmax(bad)]), length, what)
-    idx = idx.astype(np.int64, copy=False)
-    return np.where(idx < 0, idx + length, idx)
+    return idx.reshape(-1)
 
 
 def _is_int(value: Any) -> bool:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import ArrowBackend, CorruptCacheError, Features, Value, write_shards
+from beam_shards.backend import check_indices
 from beam_shards.features import Sequence
 from beam_shards.shard_file import ShardFile
 
@@ -140,6 +141,13 @@ def test_take_edge_cases(backend):
         backend.take([1.5, 2.0])
 
 
+def test_check_indices_gives_a_new_int64_array():
+    given = np.array([3, -1], dtype=np.int32)
+    assert check_indices(given, 10).tolist() == [3, 9] and check_indices(given, 10).dtype == np.int64
+    plain = np.array([3, 4])
+    assert check_indices(plain, 10) is not plain and check_indices([4, -10], 10).tolist() == [4, 0]
+
+
 @pytest.mark.parametrize("start, length", [(0, ROWS), (5, 30), (9, 2), (10, 10), (89, 100), (ROWS, 5), (50, 0)])
 def test_slice_across_shard_boundaries(backend, start, length):
     table = backend.slice(start, length)
@@ -241,6 +249,31 @@ def test_compressed_shards_read_the_same(tmp_path, backend, compression):
     assert packed.get_row(-1) == backend.get_row(-1)
     assert packed.slice(5, 40).equals(backend.slice(5, 40))
     assert batch_ids(packed.iter_batches()) == list(range(ROWS))
+
+
+def test_take_of_batches_held_in_memory_marks_them_recently_used(tmp_path, monkeypatch):
+    path = write(str(tmp_path / "zstd"), compression="zstd")
+    a, b, c = [1, 0], [4], [10]  # batch 0 and 1 of shard 0, batch 0 of shard 1 (a is not a run: no slice)
+    probe = ArrowBackend.open(path)
+    sizes = []
+    for rows in (a, b, c):
+        before = probe.memory_bytes
+        probe.take(rows)
+        sizes.append(probe.memory_bytes - before)
+    reads = []
+    real = ShardFile.read_batch
+
+    def read_batch(self, reader, index):
+        reads.append((self.shard_id, index))
+        return real(self, reader, index)
+
+    monkeypatch.setattr(ShardFile, "read_batch", read_batch)
+    backend = ArrowBackend.open(path, max_memory_bytes=sum(sizes) - 1)  # room for a and c, not b besides
+    for rows in (a, b, a, c):
+        backend.take(rows)
+    assert reads == [(0, 0), (0, 1), (1, 0)]  # a was read once: the second take found it
+    assert ids(backend.take(a + c)) == a + c and len(reads) == 3  # taking a again kept it, so b was dropped
+    assert ids(backend.take(b)) == b and reads[3:] == [(0, 1)]
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
