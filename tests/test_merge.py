@@ -133,8 +133,8 @@ def _stage_small_shards(monkeypatch, staged_size: int | None) -> list[int]:
     list that grows by one per record batch a merge copies."""
     real = sink.ShardWriter
     if staged_size is not None:
-        monkeypatch.setattr(sink, "ShardWriter", lambda features, open_shard, options: real(
-            features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size)))
+        monkeypatch.setattr(sink, "ShardWriter", lambda features, open_shard, options, *rest: real(
+            features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size), *rest))
     copied = []
     original = ShardWriter.write_batch
 

@@ -22,8 +22,8 @@ from beam_shards.writer import ShardWriter  # noqa: E402
 
 def main(path: str, kill_after: int) -> None:
     real = sink.ShardWriter
-    sink.ShardWriter = lambda features, open_shard, options: real(
-        features, open_shard, dataclasses.replace(options, shard_size_bytes=5_000))
+    sink.ShardWriter = lambda features, open_shard, options, *rest: real(
+        features, open_shard, dataclasses.replace(options, shard_size_bytes=5_000), *rest)
     original = ShardWriter.write_batch
     copied = []
 
