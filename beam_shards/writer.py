@@ -350,14 +350,15 @@ class ShardWriter:
         rows, plain = self._rows, self._plain
         self._rows, self._rows_bytes, self._plain = [], 0, []
         batch = self._features.build_plain(list(zip(*rows))) if plain else None
-        if batch is None and plain:
-            # A plain value did not fit: encode the plain rows one by one, as `add` encodes
-            # the others, so the bad one gets its own error (or goes to on_bad).
-            rows = self._encode_each(rows, plain)
-        if batch is None and rows:
+        if batch is None:
+            if plain:
+                # A plain value did not fit: encode the plain rows one by one, as `add`
+                # encodes the others, so the bad one gets its own error (or goes to on_bad).
+                rows = self._encode_each(rows, plain)
+            if not rows:
+                return
             batch = self._features.build_columns(list(zip(*rows)))
-        if batch is not None:
-            self._write_batch(batch)
+        self._write_batch(batch)
 
     def _encode_each(self, rows: list[tuple[Any, ...]], plain: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
         """`rows` with each plain row encoded by `Features.encode_values`, those that do not fit left out."""
