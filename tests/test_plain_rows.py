@@ -107,3 +107,22 @@ def test_a_bad_plain_example_is_reported_by_close_when_its_batch_is_the_last():
     assert writer.add(plain_example(0), 0) == 1 and writer.add(bad, 1) == 1  # checked with its batch
     with pytest.raises(EncodeError, match="does not fit int8"):
         writer.close()
+
+
+@pytest.mark.parametrize("features, extra", [
+    (Features({"i": Value("int64"), "x": Array((3,), "float32")}), {}),  # plain rows
+    (Features({"i": Value("int64"), "x": Array((3,), "float32"), "t": Sequence(Value("int64"))}), {"t": [1]}),
+    (Features({"i": Value("int64"), "x": Array((None, 3), "float32")}), {}),  # variable first dimension
+], ids=["plain", "encoded", "variable"])
+def test_a_caller_refilling_one_array_gets_each_rows_values(features, extra):
+    """Writers keep rows until their batch is built: an array a generator refills must be
+    taken as it was when it was added, not as it is at the flush."""
+    buffer = np.zeros(3 if features["x"].shape[0] else (1, 3), np.float32)
+    shards = Shards()
+    writer = ShardWriter(features, shards, WriterOptions(batch_size=100))
+    for i in range(5):
+        buffer[...] = i
+        writer.add({"i": i, "x": buffer, **extra}, i)
+    writer.close()
+    values = [np.asarray(v, np.float32).reshape(-1)[0] for v in shards.column("x")]
+    assert values == [0, 1, 2, 3, 4]

@@ -83,7 +83,8 @@ class Array(Feature):
 
     def encode(self, value: Any, field: str) -> np.ndarray:
         if type(value) is np.ndarray and self._stored_as_is(value):  # the common case: the exact array stored
-            return value
+            # A copy: writers keep rows until their batch is built, and a caller may refill its array.
+            return value.copy()
         try:
             array = value if isinstance(value, np.ndarray) else np.asarray(value)
         except ValueError:
@@ -103,7 +104,8 @@ class Array(Feature):
             array = cast_safely(array, self.dtype)
         except ValueError as error:
             raise self._fail(str(error), field, value) from None
-        return np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array)
+        return array.copy() if isinstance(value, np.ndarray) and np.may_share_memory(array, value) else array
 
     def _batch_sources(self) -> tuple[str, ...]:
         return ("list",)

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from beam_shards.display import short_repr
@@ -50,6 +51,7 @@ class Features(Mapping[str, Feature]):
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
         self._plain_types = tuple(feature.plain_type for feature in self._features.values())
+        self._plain_arrays = tuple(i for i, kind in enumerate(self._plain_types) if kind is np.ndarray)
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
 
@@ -139,7 +141,14 @@ class Features(Mapping[str, Feature]):
         if type(example) is not dict or example.keys() != self._names:
             return None
         values = tuple(map(example.__getitem__, self._features))
-        return values if tuple(map(type, values)) == self._plain_types else None
+        if tuple(map(type, values)) != self._plain_types:
+            return None
+        if self._plain_arrays:  # copied, as encode_values copies them: a caller may refill its arrays
+            values = list(values)
+            for i in self._plain_arrays:
+                values[i] = values[i].copy()
+            values = tuple(values)
+        return values
 
     def build_plain(self, columns: list[Sequence[Any]]) -> pa.RecordBatch | None:
         """`build_columns` for columns that hold plain values (`plain_values`), checked by the
