@@ -38,8 +38,13 @@ _JPEG_EOI, _JPEG_SOS = 0xD9, 0xDA
 _JPEG_NO_LENGTH = frozenset([0x01, *range(0xD0, 0xD8)])
 # A marker: 0xFF, any fill bytes 0xFF, then its code (0x00 after 0xFF is a stuffed byte, not a code).
 _JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
-# The marker that ends a scan's entropy-coded data (FF 00 is a stuffed byte, FF D0..D7 a restart).
-_JPEG_SCAN_END = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+# The codes after FF that do not end a scan's entropy-coded data: 00 (a stuffed byte),
+# D0..D7 (restarts) and FF (fill). Any other ends it: the regex for one image, and the
+# table for many at once (`_scans_run_to_eoi`).
+_JPEG_IN_SCAN = bytes([0x00, *range(0xD0, 0xD8), 0xFF])
+_JPEG_SCAN_END = re.compile(rb"\xff[^" + re.escape(_JPEG_IN_SCAN) + rb"]")
+_JPEG_ENDS_SCAN = np.ones(256, dtype=bool)
+_JPEG_ENDS_SCAN[list(_JPEG_IN_SCAN)] = False
 # How many bytes of image heads first_bad_image compares at once.
 _COMPARED_BYTES = 1 << 20
 _ALPHA_OR_PALETTE_MODES = {"RGBA", "RGBa", "LA", "La", "P", "PA"}
@@ -121,8 +126,7 @@ def _scans_run_to_eoi(data: np.ndarray, positions: np.ndarray, ends: np.ndarray)
     """`_scan_runs_to_eoi` for many scans of one blob: per scan, whether its data from
     `positions[i]` ends at an end-of-image marker before `ends[i]`."""
     fills = np.flatnonzero(data[:-1] == 0xFF)
-    code = data[fills + 1]
-    markers = fills[(code != 0x00) & ((code < 0xD0) | (code > 0xD7)) & (code != 0xFF)]
+    markers = fills[_JPEG_ENDS_SCAN[data[fills + 1]]]
     if len(markers) == 0:
         return np.zeros(len(positions), dtype=bool)
     found = np.searchsorted(markers, positions)
