@@ -74,7 +74,8 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
     created = fs.is_local(path) and not os.path.exists(fs.local_path(path))
     writer = ShardWriter(features, staged_shards(CacheLayout(path).new_attempt(write_id)), options)
     meter = Progress(path, enabled=progress)
-    def shards() -> str:
+
+    def shards() -> str:  # asked only when a progress line is printed
         return f"{writer.num_shards} shards"
 
     try:

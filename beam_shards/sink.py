@@ -129,16 +129,18 @@ class _WriteBundleFn(beam.DoFn):
         except BaseException:
             self._discard()
             raise
-        return self._take_letters() if self._letters else None
+        return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()] or None
 
     def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
         """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
         self._letters.append(dead_letter(example, key, error))
         self._bad.inc()
 
-    def _take_letters(self) -> list[TaggedOutput]:
+    def _take_letters(self) -> list[dict[str, Any]]:
+        """The dead letters made since the last call (plain examples are checked with their
+        batch, so a letter may come with a later element, or only at the bundle's end)."""
         letters, self._letters = self._letters, []
-        return [TaggedOutput(BAD_TAG, letter) for letter in letters]
+        return letters
 
     def _discard(self) -> None:
         # A failed attempt removes what it staged; the runner may retry the bundle.
@@ -156,8 +158,7 @@ class _WriteBundleFn(beam.DoFn):
             self._discard()
             raise
         self._writer = None
-        letters, self._letters = self._letters, []  # plain examples are checked with their batch: maybe only now
-        for letter in letters:
+        for letter in self._take_letters():
             yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
         for shard in shards:
             self._rows.inc(shard.num_rows)
