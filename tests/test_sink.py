@@ -443,19 +443,48 @@ class _FailOnceAfterBad(beam.DoFn):
         yield element
 
 
-def test_a_retried_bundle_does_not_duplicate_dead_letters(tmp_path):
+# FEATURES without its Sequence: every example's values are already in encoded form, so
+# the writer checks them with their batch and a dead letter may come only at the bundle's end.
+PLAIN_FEATURES = Features({name: feature for name, feature in FEATURES.items() if name != "tags"})
+
+
+def _without_tags(element):
+    return {name: value for name, value in element.items() if name != "tags"}
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["encoded rows", "plain rows"])
+def test_a_retried_bundle_does_not_duplicate_dead_letters(tmp_path, plain):
     out, folder, markers = tmp_path / "cache", tmp_path / "bad", tmp_path / "markers"
     folder.mkdir()
     markers.mkdir()
+    features = PLAIN_FEATURES if plain else FEATURES
+    assert (features.plain_values(_without_tags(example(1))) is not None) == plain
     with beam.Pipeline(options=options("--runner=BundleBasedDirectRunner")) as p:
         examples = p | beam.Create(range(PARTS)) | beam.FlatMap(_examples) | beam.Map(_mark_bad)
+        if plain:
+            examples = examples | beam.Map(_without_tags)
         result = (examples | beam.Map(lambda e: (e["id"], e)) | beam.ParDo(_FailOnceAfterBad(str(markers)))
-                  | WriteToArrowShards(str(out), FEATURES, shard_size_bytes=20_000, batch_size=16, on_bad="skip"))
+                  | WriteToArrowShards(str(out), features, shard_size_bytes=20_000, batch_size=16, on_bad="skip"))
         result.bad | beam.ParDo(_Collect(str(folder)))
     assert os.listdir(markers) == ["fired"], "the injected failure must have fired"
     _assert_exactly_once_and_clean(out, [i for i in range(NUM_EXAMPLES) if i not in BAD_IDS])
     letters = _letters(folder)
     assert sorted(letters) == list(BAD_IDS) and all(len(found) == 1 for found in letters.values()), letters
+
+
+def test_a_plain_example_found_bad_at_the_bundles_end_is_dead_lettered(tmp_path):
+    """Plain examples are checked with their batch: one in a bundle's last, unfilled batch
+    is found bad only when the bundle finishes, and its dead letter comes from there."""
+    out = tmp_path / "cache"
+    examples = [_without_tags(example(i)) for i in range(5)]
+    examples[4]["label"] = 99
+    with beam.Pipeline(options=options()) as p:
+        result = (p | beam.Create([(e["id"], e) for e in examples])
+                  | WriteToArrowShards(str(out), PLAIN_FEATURES, batch_size=100, on_bad="skip"))
+        result.bad | beam.Map(lambda letter: (tmp_path / f"bad-{letter['key']}").write_text(letter["reason"]))
+    assert sorted(_ids(out)) == [0, 1, 2, 3]
+    assert [path.name for path in tmp_path.glob("bad-*")] == ["bad-4"]
+    assert "class id out of range" in (tmp_path / "bad-4").read_text()
 
 
 def test_skip_writes_the_good_rows_of_a_bad_batch(tmp_path):
