@@ -392,9 +392,12 @@ class ArrowBackend:
         file = ShardFile(self._manifest, shard_id)
         source = self._open_source(file)
         reader = file.reader(source)
+        if file.reads_free(source):
+            unchecked = file.unchecked_batches(reader)
+            return _OpenShard([batch.num_rows for batch in unchecked], self._starts[shard_id],
+                              functools.partial(_checked, file, unchecked), resident=False)
         rows = file.batch_rows(source, reader)
-        resident = not file.reads_free(source)
-        return _OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident)
+        return _OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident=True)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:
         """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""
@@ -422,6 +425,11 @@ class ArrowBackend:
     def open_shards(self) -> list[int]:
         """The shards open now, least recently used first."""
         return list(self._open)
+
+
+def _checked(file: ShardFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
+    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches`), validated on this first touch."""
+    return file.check_batch(unchecked[b])
 
 
 def _as_int(value: Any, what: str = "index") -> int:

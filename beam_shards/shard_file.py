@@ -122,8 +122,33 @@ class ShardFile:
         """
         with self.unreadable_as_corrupt():
             batch = reader.get_batch(index)
+        return self.check_batch(batch)
+
+    def check_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it.
+
+        Raises:
+          CorruptCacheError: it is not a valid Arrow batch.
+        """
+        with self.unreadable_as_corrupt():
             batch.validate(full=True)
         return batch
+
+    def unchecked_batches(self, reader: pa.ipc.RecordBatchFileReader) -> list[pa.RecordBatch]:
+        """Every record batch of a shard whose reads are free (`reads_free`), as read and not
+        yet validated, their rows checked against the manifest entry's.
+
+        Counting a shard's rows reads every batch's header anyway; on a memory map the
+        batches it makes are views, so keeping them spares a second read when a batch
+        is first touched. Nothing may use one before `check_batch`.
+
+        Raises:
+          CorruptCacheError: a batch cannot be read, or the rows do not add up.
+        """
+        with self.unreadable_as_corrupt():
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        self.check_rows(sum(batch.num_rows for batch in batches))
+        return batches
 
     def read_batches(self) -> list[pa.RecordBatch]:
         """Every record batch of the shard, each checked, and their rows checked against the manifest.
