@@ -129,7 +129,9 @@ class _WriteBundleFn(beam.DoFn):
         except BaseException:
             self._discard()
             raise
-        return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()] or None
+        if self._letters:
+            return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()]
+        return None
 
     def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
         """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
