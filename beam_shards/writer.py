@@ -8,6 +8,7 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
@@ -122,6 +123,18 @@ def _value_nbytes(value: Any) -> int:
     return 8
 
 
+def plain_sizer(plain_types: Sequence[type | None]) -> Callable[[Sequence[Any]], int]:
+    """`row_nbytes` for rows of plain values (`Features.plain_values`) of these types: only the
+    lengths of bytes and strs and the sizes of arrays are read, as their types are known."""
+    lengths = [i for i, kind in enumerate(plain_types) if kind in (bytes, str)]
+    arrays = [i for i, kind in enumerate(plain_types) if kind is np.ndarray]
+    fixed = 8 * len(plain_types)
+
+    def nbytes(values: Sequence[Any]) -> int:
+        return fixed + sum([len(values[i]) for i in lengths]) + sum([values[i].nbytes for i in arrays])
+    return nbytes
+
+
 def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
     """About how many bytes each row of `table` takes, from its offsets and fixed widths."""
     sizes = np.full(table.num_rows, 8, dtype=np.int64)
@@ -212,7 +225,8 @@ class ShardWriter:
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
         self._names = tuple(features)
         self._on_bad = on_bad
-        self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
+        self._plain_nbytes = plain_sizer(features.plain_types)
+        self._rows: list[Sequence[Any]] = []  # encoded or plain values in column order
         self._plain: list[tuple[int, Any, Any]] = []  # (row in the batch, example, key) of plain rows
         self._rows_bytes = 0
         self._path: str | None = None
@@ -258,7 +272,7 @@ class ShardWriter:
             return example.num_rows
         values = self._features.plain_values(example)
         if values is not None:
-            self._append(values, _values_nbytes(values), (example, key))
+            self._append(values, self._plain_nbytes(values), (example, key))
             return 1
         try:
             values = self._features.encode_values(example, key)
@@ -282,7 +296,7 @@ class ShardWriter:
         """Adds one encoded row (from `Features.encode_example`)."""
         self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
 
-    def _append(self, values: tuple[Any, ...], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
+    def _append(self, values: Sequence[Any], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
         """Buffers one row; `plain` is `(example, key)` for a row of plain values, checked with its batch."""
         if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
             # Flush first, so a batch stays within batch_bytes unless it is one row, and

@@ -12,6 +12,7 @@ import pytest
 
 from beam_shards import Array, ClassLabel, EncodeError, Features, Image, ShardWriter, Value, WriterOptions
 from beam_shards.features import Sequence
+from beam_shards.writer import plain_sizer, row_nbytes
 
 from _support import jpeg
 from test_writer import Shards
@@ -48,6 +49,19 @@ def write(examples: list, keys: list | None = None, on_bad=None, **options) -> t
 
 def encoded_table(examples: list) -> pa.Table:
     return pa.Table.from_batches([PLAIN.build_batch([PLAIN.encode_example(e) for e in examples])])
+
+
+@pytest.mark.parametrize("features, example", [
+    (PLAIN, plain_example(5)),
+    (Features({"image": Image()}), {"image": jpeg(1)}),
+    (Features({"embedding": Array((3, 2), "float64")}), {"embedding": np.ones((3, 2))}),
+    # An array of the wrong shape is plain until its batch is checked: its real size counts.
+    (Features({"embedding": Array((2,), "float32")}), {"embedding": np.ones(1000, np.float32)}),
+])
+def test_a_plain_rows_size_is_the_writers_estimate_for_its_values(features, example):
+    values = features.plain_values(example)
+    assert values is not None
+    assert plain_sizer(features.plain_types)(values) == row_nbytes(dict(zip(features, values)))
 
 
 def test_plain_values_take_only_examples_of_the_exact_plain_types():
