@@ -226,7 +226,7 @@ class ShardWriter:
         self._names = tuple(features)
         self._on_bad = on_bad
         self._plain_nbytes = plain_sizer(features.plain_types)
-        self._rows: list[Sequence[Any]] = []  # encoded or plain values in column order
+        self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
         self._plain: list[tuple[int, Any, Any]] = []  # (row in the batch, example, key) of plain rows
         self._rows_bytes = 0
         self._path: str | None = None
@@ -296,7 +296,7 @@ class ShardWriter:
         """Adds one encoded row (from `Features.encode_example`)."""
         self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
 
-    def _append(self, values: Sequence[Any], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
+    def _append(self, values: tuple[Any, ...], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
         """Buffers one row; `plain` is `(example, key)` for a row of plain values, checked with its batch."""
         if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
             # Flush first, so a batch stays within batch_bytes unless it is one row, and

@@ -4,6 +4,7 @@ must be exactly what per-value encoding gives."""
 
 from __future__ import annotations
 
+import gc
 from collections import OrderedDict
 
 import numpy as np
@@ -62,6 +63,14 @@ def test_a_plain_rows_size_is_the_writers_estimate_for_its_values(features, exam
     values = features.plain_values(example)
     assert values is not None
     assert plain_sizer(features.plain_types)(values) == row_nbytes(dict(zip(features, values)))
+
+
+def test_plain_rows_are_left_to_the_garbage_collector_to_untrack():
+    # A writer buffers a batch of rows: rows the collector keeps tracking would reach its
+    # oldest generation and bring on full collections, each a walk of a Beam worker's heap.
+    values = PLAIN.plain_values(plain_example(2))
+    gc.collect()
+    assert type(values) is tuple and not gc.is_tracked(values)
 
 
 def test_plain_values_take_only_examples_of_the_exact_plain_types():

@@ -51,7 +51,7 @@ class Features(Mapping[str, Feature]):
         self._features = dict(features)
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
-        self._plain_types = [feature.plain_type for feature in self._features.values()]
+        self._plain_types = tuple(feature.plain_type for feature in self._features.values())
         self._values_of = operator.itemgetter(*self._features)  # for one feature: the value, not a tuple
         self._plain_arrays = tuple(i for i, kind in enumerate(self._plain_types) if kind is np.ndarray)
         self._names = frozenset(self._features)
@@ -133,7 +133,7 @@ class Features(Mapping[str, Feature]):
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
 
-    def plain_values(self, example: Any) -> list[Any] | None:
+    def plain_values(self, example: Any) -> tuple[Any, ...] | None:
         """The values of `example` in column order when each is of its feature's
         `plain_type` (bytes for an Image, an int for an int Value, an array for an Array of
         fixed shape, ...), and so may already be in its encoded form; None for any other
@@ -142,17 +142,23 @@ class Features(Mapping[str, Feature]):
         """
         if type(example) is not dict or example.keys() != self._names:
             return None
-        values = list(self._values_of(example)) if len(self._items) > 1 else [example[self._items[0][0]]]
-        if list(map(type, values)) != self._plain_types:
+        values = self._values_of(example) if len(self._items) > 1 else (example[self._items[0][0]],)
+        if tuple(map(type, values)) != self._plain_types:
             return None
-        for i in self._plain_arrays:  # copied, as encode_values copies them: a caller may refill its arrays
-            values[i] = values[i].copy()
-        return values
+        if not self._plain_arrays:
+            return values
+        # Copied, as encode_values copies them: a caller may refill its arrays. Rows stay
+        # tuples, which the garbage collector stops tracking; buffered lists would survive
+        # into its oldest generation and bring on full collections.
+        copied = list(values)
+        for i in self._plain_arrays:
+            copied[i] = copied[i].copy()
+        return tuple(copied)
 
     @property
     def plain_types(self) -> tuple[type | None, ...]:
         """Each feature's `plain_type`, in column order: the types of what `plain_values` returns."""
-        return tuple(self._plain_types)
+        return self._plain_types
 
     def build_plain(self, columns: list[Sequence[Any]]) -> pa.RecordBatch | None:
         """`build_columns` for columns that hold plain values (`plain_values`), checked by the
