@@ -135,12 +135,12 @@ class ShardFile:
         return batch
 
     def unchecked_batches(self, reader: pa.ipc.RecordBatchFileReader) -> list[pa.RecordBatch]:
-        """Every record batch of a shard whose reads are free (`reads_free`), as read and not
-        yet validated, their rows checked against the manifest entry's.
+        """Every record batch `reader` reads, not yet validated, their rows checked against the
+        manifest entry's.
 
-        Counting a shard's rows reads every batch's header anyway; on a memory map the
-        batches it makes are views, so keeping them spares a second read when a batch
-        is first touched. Nothing may use one before `check_batch`.
+        Counting a shard's rows reads every batch's header anyway; on a shard whose reads
+        are free (`reads_free`) the batches it makes are views, so keeping them spares a
+        second read when a batch is first touched. Nothing may use one before `check_batch`.
 
         Raises:
           CorruptCacheError: a batch cannot be read, or the rows do not add up.
@@ -157,10 +157,7 @@ class ShardFile:
           CorruptCacheError: as `open` and `read_batch`, or the shard holds another
             number of rows than its manifest entry says.
         """
-        reader = self.open()
-        batches = [self.read_batch(reader, i) for i in range(reader.num_record_batches)]
-        self.check_rows(sum(b.num_rows for b in batches))
-        return batches
+        return [self.check_batch(batch) for batch in self.unchecked_batches(self.open())]
 
     def batch_rows(self, source: pa.NativeFile | None = None,
                    reader: pa.ipc.RecordBatchFileReader | None = None) -> list[int]:
@@ -185,10 +182,7 @@ class ShardFile:
             schema = self.manifest.features.arrow_schema()
             narrow = min(schema, key=lambda field: _width_rank(field.type)).name
             reader = self.reader(source, columns=[narrow])
-        with self.unreadable_as_corrupt():
-            rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
-        self.check_rows(sum(rows))
-        return rows
+        return [batch.num_rows for batch in self.unchecked_batches(reader)]
 
     def reads_free(self, source: pa.NativeFile) -> bool:
         """Whether reading a batch of `source` costs no memory or I/O: a memory-mapped, uncompressed shard."""
