@@ -22,6 +22,7 @@ import sys
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from _reliability import SCRIPTS, edit_manifest, print_uncaptured
@@ -87,6 +88,25 @@ def _assert_verify_reports(path: str, *patterns: str) -> None:
     text = "\n".join(report.problems)
     for pattern in patterns:
         assert pattern in text, text
+
+
+def test_a_damaged_batch_is_refused_on_its_first_touch_and_the_others_read(cache):
+    """A mapped shard's batches are checked when first touched, not at open: one whose
+    string offsets point past its data is refused, naming the shard, by every read that
+    touches it, and the shard's other batches still read."""
+    path = _shard(cache, 0)  # rows 0-9 in batches of 4: rows 4-7 are its batch 1
+    with pa.memory_map(path) as source:
+        base = source.read_buffer(source.size()).address
+        offsets = pa.ipc.open_file(source).get_batch(1).column("text").buffers()[1]
+        last_offset = offsets.address - base + offsets.size - 8  # large_string: int64 offsets
+    with open(path, "r+b") as handle:
+        handle.seek(last_offset)
+        handle.write((1 << 40).to_bytes(8, "little"))
+    backend = ArrowBackend.open(cache)
+    assert backend.get_row(0)["id"] == 0 and backend.take([9, 2]).column("id").to_pylist() == [9, 2]
+    for read in (lambda: backend.get_row(5), lambda: backend.take([9, 6]), lambda: ShardedDataset(cache)[7]):
+        with pytest.raises(CorruptCacheError, match="shard 0"):
+            read()
 
 
 def test_truncated_shard(cache):
