@@ -7,6 +7,7 @@ computed from that JSON, identical across processes, machines and Python version
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import operator
@@ -52,7 +53,9 @@ class Features(Mapping[str, Feature]):
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
         self._plain_types = tuple(feature.plain_type for feature in self._features.values())
-        self._values_of = operator.itemgetter(*self._features)  # for one feature: the value, not a tuple
+        # The example's values in column order, as a tuple (itemgetter of one name gives the value alone).
+        self._values_of = (operator.itemgetter(*self._features) if len(self._features) > 1
+                           else functools.partial(_one_value, next(iter(self._features))))
         self._plain_arrays = tuple(i for i, kind in enumerate(self._plain_types) if kind is np.ndarray)
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
@@ -142,7 +145,7 @@ class Features(Mapping[str, Feature]):
         """
         if type(example) is not dict or example.keys() != self._names:
             return None
-        values = self._values_of(example) if len(self._items) > 1 else (example[self._items[0][0]],)
+        values = self._values_of(example)
         if tuple(map(type, values)) != self._plain_types:
             return None
         if not self._plain_arrays:
@@ -221,6 +224,10 @@ class Features(Mapping[str, Feature]):
         """Builds a record batch of this schema from its columns of encoded values, in column order."""
         arrays = [feature.build_array(list(values)) for (_, feature), values in zip(self._items, columns)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema())
+
+
+def _one_value(name: str, example: Mapping[str, Any]) -> tuple[Any]:
+    return (example[name],)
 
 
 def encode_example(example: Mapping[str, Any], features: Features, *, key: Any = None) -> dict[str, Any]:
