@@ -32,6 +32,8 @@ setuptools.setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # The README test command runs the suite on every core (-n auto).
+            "pytest-xdist>=3.6",
             "hypothesis>=6.100",
             "simplejpeg>=1.7",
             "torch==2.13.0",

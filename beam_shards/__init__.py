@@ -6,24 +6,27 @@ or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler
 """
 
 from beam_shards._version import __version__
-from beam_shards.backend import ArrowBackend
-from beam_shards.dataset import ShardedDataset
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EncodeError, FeatureError, PublishError, SchemaMismatchError, StoreAccessError,
                                 VersionNotFoundError, WriteInProgressError)
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
-from beam_shards.gc import Retention
-from beam_shards.local import write_shards
-from beam_shards.manifest import Manifest, ShardInfo
-from beam_shards.sampler import ShardedSampler
-from beam_shards.verify import VerifyReport, verify
-from beam_shards.versions import list_versions, read_metadata
-from beam_shards.writer import ShardWriter, WriterOptions
+from beam_shards.format.catalog import list_versions, read_metadata
+from beam_shards.format.layout import new_write_id
+from beam_shards.format.manifest import Manifest, ShardInfo
+from beam_shards.read.backend import ArrowBackend
+from beam_shards.read.dataset import ShardedDataset
+from beam_shards.read.sampler import ShardedSampler
+from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.units import parse_count, parse_duration, parse_size
+from beam_shards.versions.commit import abandon
+from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.verify import VerifyReport, verify
+from beam_shards.write import write_shards
 
 _BEAM_TRANSFORMS = {
-    "WriteToArrowShards": "beam_shards.sink",
-    "ReadFromArrowShards": "beam_shards.source",
-    "ReadAllFromArrowShards": "beam_shards.source",
+    "WriteToArrowShards": "beam_shards.beam.sink",
+    "ReadFromArrowShards": "beam_shards.beam.source",
+    "ReadAllFromArrowShards": "beam_shards.beam.source",
 }
 
 
@@ -42,6 +45,7 @@ __all__ = [
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
     "ShardWriter", "ShardedDataset", "ShardedSampler", "StoreAccessError", "Value", "VerifyReport",
     "VersionNotFoundError", "Video", "WriteInProgressError",
-    "WriteToArrowShards", "WriterOptions", "__version__", "encode_example", "list_versions", "read_metadata",
+    "WriteToArrowShards", "WriterOptions", "__version__", "abandon", "collect_garbage", "encode_example",
+    "list_versions", "new_write_id", "parse_count", "parse_duration", "parse_size", "read_metadata",
     "verify", "write_shards",
 ]

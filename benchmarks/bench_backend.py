@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
 from beam_shards import ArrowBackend  # noqa: E402
+
+import workload  # noqa: E402
 
 NUM_GET_ROW = 10_000
 NUM_TAKE = 200

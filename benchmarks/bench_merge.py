@@ -21,10 +21,10 @@ import time
 import numpy as np
 
 from beam_shards import Array, Features, Value
-from beam_shards.commit import staged_shards
-from beam_shards.layout import CacheLayout, new_write_id
-from beam_shards.merge import file_overhead, merge_shards, plan_bins
-from beam_shards.writer import ShardWriter, WriterOptions
+from beam_shards.format.layout import CacheLayout, new_write_id
+from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
+from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.versions.commit import staged_shards
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string"), "embedding": Array((200,), "float32")})
 

@@ -23,11 +23,12 @@ import time
 
 _CHILD = r"""
 import json, sys, time
-from beam_shards import Features, Value, commit, write_shards
-from beam_shards.gc import Retention, collect_garbage
-from beam_shards.commit import staged_shards
-from beam_shards.layout import CacheLayout, new_write_id
-from beam_shards.writer import ShardWriter, WriterOptions
+from beam_shards import Features, Value, write_shards
+from beam_shards.versions import commit
+from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.commit import staged_shards
+from beam_shards.format.layout import CacheLayout, new_write_id
+from beam_shards.shards.writer import ShardWriter, WriterOptions
 
 path, shards, history = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 features = Features({"id": Value("int64"), "text": Value("string")})

@@ -31,9 +31,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
 from beam_shards import ReadFromArrowShards, WriteToArrowShards  # noqa: E402
+
+import workload  # noqa: E402
 
 TARGET = 2.0
 

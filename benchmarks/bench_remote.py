@@ -67,7 +67,7 @@ START_SECONDS = 60
 
 def count_remote_reads() -> list[int]:
     """Wraps `fs.open_random_access` for remote paths; returns the list the sizes of their reads go to."""
-    from beam_shards import fs
+    from beam_shards.storage import fs
 
     tally: list[int] = []
     fs.open_random_access = counting_opener(fs.open_random_access, tally)

@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
 from bench_write import cpu_seconds  # noqa: E402
+
+import workload  # noqa: E402
 
 CONFIGS = {
     "parquet": "parquet pipeline, --features",

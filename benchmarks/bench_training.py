@@ -40,11 +40,12 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
 from bench_backend import RawShards  # noqa: E402
 from bench_write import record_batch  # noqa: E402
 
 from beam_shards import ArrowBackend, ShardedDataset  # noqa: E402
+
+import workload  # noqa: E402
 
 NUM_ROWS = 10_000
 NUM_TAKES = 100

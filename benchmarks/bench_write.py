@@ -32,8 +32,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -124,7 +124,7 @@ def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int,
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_shards.sink import WriteToArrowShards
+    from beam_shards.beam.sink import WriteToArrowShards
 
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         chunks = p | beam.Create(range(pool.num_chunks(num_examples)))
@@ -157,7 +157,8 @@ def child(config: str, pool_dir: str, out: str, num_examples: int, shard_size: i
     pool, out_path = workload.Pool(pool_dir), Path(out)
     if config in ("floor", "arrow", "arrow_batched", "parquet"):
         import apache_beam.io.parquetio  # noqa: F401  (imports are not part of the timing)
-        import beam_shards.sink  # noqa: F401
+
+        import beam_shards.beam.sink  # noqa: F401
     cpu_before = cpu_seconds()
     start = time.perf_counter()
     if config == "raw":

@@ -40,7 +40,7 @@ def counting_opener(open_random_access: Callable[[str], Any], tally: list[int]) 
     """`fs.open_random_access` whose remote files append the size of each read to `tally` (local ones pass)."""
     import pyarrow as pa
 
-    from beam_shards import fs
+    from beam_shards.storage import fs
 
     def counting(path: str) -> pa.NativeFile:
         inner = open_random_access(path)

@@ -24,30 +24,25 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
-from beam_shards import counters, fs
-from beam_shards.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
-from beam_shards.cli import positive_int
-from beam_shards.commit import abandon, find_published
+from beam_shards.beam import counters
+from beam_shards.beam.sink import WriteToArrowShards
 from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
-from beam_shards.layout import new_write_id
-from beam_shards.manifest import COMPRESSIONS, MODES, Manifest
-from beam_shards.sink import WriteToArrowShards
-from beam_shards.versions import read_metadata
-from beam_shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
+from beam_shards.format.catalog import read_metadata
+from beam_shards.format.layout import new_write_id
+from beam_shards.format.manifest import COMPRESSIONS, MODES, Manifest
+from beam_shards.shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
+from beam_shards.storage import fs
+from beam_shards.units import count_flag, size_flag
+from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
+from beam_shards.versions.commit import abandon, find_published
 from pipelines.runners import local_output_problem
-
 
 DEFAULT_RUNNER = "FnApiRunner"
 _BAD = "bad"
 _WORKER_ERROR = re.compile(r"^(?:pipelines|beam_shards)\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
+
 _RUNNER_HELP = """\
 Every other flag goes to Beam's PipelineOptions. Without --runner the pipeline runs
 locally on the FnApiRunner (add --direct_num_workers=N --direct_running_mode=multi_processing
@@ -113,33 +108,6 @@ class Rows:
         return f"Rows({self.table.num_rows} rows)"
 
 
-def parse_size(text: str) -> int:
-    """Bytes in a human-readable size: `64MB` (10**6), `1GiB` (2**30), `512KiB`, `1000`.
-
-    Example:
-        >>> parse_size("64MB"), parse_size("1GiB")
-        (64000000, 1073741824)
-
-    Raises:
-      ValueError: not a positive size with one of the units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB.
-    """
-    match = _SIZE.match(text)
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _SIZE_UNITS:
-        raise ValueError(f"{text!r} is not a size; write it like 64MB, 1.5GB or 512MiB")
-    size = round(float(match.group(1)) * _SIZE_UNITS[unit])
-    if size < 1:
-        raise ValueError(f"size {text!r} must be at least one byte")
-    return size
-
-
-def _size_flag(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
     """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
     parser = argparse.ArgumentParser(
@@ -150,9 +118,9 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
         parser.add_argument("--output", required=True, help=output_help)
     else:
         parser.add_argument("--output", default=default_output, help=f"{output_help}; default {default_output}")
-    parser.add_argument("--shard_size", type=_size_flag, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
+    parser.add_argument("--shard_size", type=size_flag, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
                         help="target size of a shard on disk, like 64MB or 1GiB (default 128MiB)")
-    parser.add_argument("--batch_size", type=positive_int, default=DEFAULT_BATCH_SIZE, metavar="ROWS",
+    parser.add_argument("--batch_size", type=count_flag, default=DEFAULT_BATCH_SIZE, metavar="ROWS",
                         help=f"rows per Arrow record batch at most (default {DEFAULT_BATCH_SIZE})")
     parser.add_argument("--compression", choices=[str(c).lower() for c in COMPRESSIONS], default="none",
                         help="shard compression; none (the default) lets readers memory-map shards with no copy")
@@ -219,12 +187,11 @@ class _CheckFn(beam.DoFn):
     def process(self, element: tuple[str, Any]):
         where, example = element
         if isinstance(example, Rows):
-            try:
-                yield where, EncodedRows(self._features.encode_batch(example.table, where))
-            except EncodeError:
-                # One row at a time instead, so the bad row is named, or skipped alone.
-                for item in example.one_by_one():
-                    yield from self.process(item)
+            table, rows = self._features.encode_batch_or_rows(example.table, where, example.one_by_one)
+            if table is not None:
+                yield where, EncodedRows(table)
+            for item in rows:
+                yield from self.process(item)
             return
         if not isinstance(example, Malformed):
             yield element

@@ -20,7 +20,8 @@ import apache_beam as beam
 import numpy as np
 
 from beam_shards.features import Array, ClassLabel, Features, Image, Value
-from beam_shards.manifest import Manifest
+from beam_shards.format.manifest import Manifest
+from beam_shards.units import count_flag
 from pipelines import common
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "ring")
@@ -99,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "demo", "Draw a small sample image-classification dataset (no input needed) and write it as a cache.",
         default_output="./demo_cache")
-    parser.add_argument("--num_examples", type=common.positive_int, default=2000,
+    parser.add_argument("--num_examples", type=count_flag, default=2000,
                         help="how many examples to draw (default 2000)")
-    parser.add_argument("--image_size", type=common.positive_int, default=64,
+    parser.add_argument("--image_size", type=count_flag, default=64,
                         help="width and height of the images in pixels (default 64)")
     return parser
 

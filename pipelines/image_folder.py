@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from beam_shards import fs
 from beam_shards.features import ClassLabel, Features, Image, Value
-from beam_shards.manifest import Manifest
+from beam_shards.format.manifest import Manifest
+from beam_shards.storage import fs
 from pipelines import common
 
 DEFAULT_EXTENSIONS = ".jpg,.jpeg,.png,.gif,.webp,.bmp,.tif,.tiff"

@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_shards import fs
 from beam_shards.errors import FeatureError
 from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
                                   Sequence as SequenceFeature, Value, Video)
-from beam_shards.manifest import Manifest
-from beam_shards.writer import DEFAULT_BATCH_BYTES
+from beam_shards.format.manifest import Manifest
+from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
+from beam_shards.storage import fs
 from pipelines import common, tabular
 
 _HF_METADATA_KEY = b"huggingface"

@@ -12,7 +12,7 @@ import re
 from apache_beam.options.pipeline_options import (FlinkRunnerOptions, PipelineOptions, PortableOptions,
                                                   SparkRunnerOptions, StandardOptions)
 
-from beam_shards import fs
+from beam_shards.storage import fs
 
 _REMOTE = ("dataflowrunner", "testdataflowrunner")
 # Runners whose workers live where --environment_type says; each maps to whether it

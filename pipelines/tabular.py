@@ -18,10 +18,11 @@ from typing import Any, BinaryIO
 
 import apache_beam as beam
 
-from beam_shards import fs
 from beam_shards.errors import FeatureError
 from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value
-from beam_shards.manifest import Manifest
+from beam_shards.format.manifest import Manifest
+from beam_shards.storage import fs
+from beam_shards.units import count_flag
 from pipelines import common
 
 # A format reads (line number, raw row or Malformed) from a file, and turns a raw row
@@ -131,7 +132,7 @@ def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[st
         if column in image_columns:
             features[column] = Image(nullable=nullable)
         elif column == label_column:
-            features[column] = _class_label(column, label_values, nullable)
+            features[column] = class_label_of_values(column, label_values, nullable)
         elif not present:
             raise FeatureError(f"column {column!r} is empty in the first {len(rows)} rows: "
                                "cannot infer its type; declare it in a --features file")
@@ -151,7 +152,7 @@ def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[st
     return Features(features)
 
 
-def _class_label(column: str, values: Iterable[Any], nullable: bool) -> ClassLabel:
+def class_label_of_values(column: str, values: Iterable[Any], nullable: bool) -> ClassLabel:
     present = {value for value in values if value is not None}
     if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
         if min(present) < 0:
@@ -175,7 +176,7 @@ def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
                         help="a column of image paths (default: image); repeat it for several")
     parser.add_argument("--label_column", metavar="NAME",
                         help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
-    parser.add_argument("--infer_rows", type=common.positive_int, default=100, metavar="N",
+    parser.add_argument("--infer_rows", type=count_flag, default=100, metavar="N",
                         help="how many rows type inference looks at (default 100)")
 
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from beam_shards import ArrowBackend, list_versions, read_metadata, write_shards
-from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, VERSIONS_DIR, version_name
+from beam_shards import ArrowBackend, list_versions, write_shards
+from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, VERSIONS_DIR, version_name
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 sys.path.insert(0, SCRIPTS)

@@ -13,7 +13,7 @@ from apache_beam.runners.runner import PipelineState
 from PIL import Image as PILImage
 
 from beam_shards import Array, ClassLabel, Features, Image, Retention, Sequence, Value
-from beam_shards.gc import Garbage, collect_garbage
+from beam_shards.versions.gc import Garbage, collect_garbage
 
 
 def options(*args: str) -> PipelineOptions:
@@ -83,8 +83,8 @@ def clean_up(path: str) -> Garbage:
 
 def race_to_create(target: str, racers: int = 8) -> list[int]:
     """Starts `racers` threads at once, each calling `fs.create_if_absent(target, b"writer N")`; the winners."""
-    from beam_shards import fs
-    from beam_shards.layout import CacheLayout, new_write_id
+    from beam_shards.format.layout import CacheLayout, new_write_id
+    from beam_shards.storage import fs
 
     winners = []
     barrier = threading.Barrier(racers)

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import ArrowBackend, CorruptCacheError, Features, Value, write_shards
-from beam_shards.backend import check_indices
 from beam_shards.features import Sequence
-from beam_shards.shard_file import ShardFile
+from beam_shards.read.indexing import check_indices
+from beam_shards.shards.shard_file import ShardFile
 
 ROWS = 95
 SHARD_ROWS = 10

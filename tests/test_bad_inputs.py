@@ -18,10 +18,11 @@ import apache_beam as beam
 import numpy as np
 import pytest
 
+from beam_shards import (Array, ArrowBackend, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
+                         Video, WriteToArrowShards, read_metadata, verify, write_shards)
+
 from _reliability import assert_clean_cache, ids_of, staged_files, tally  # noqa: F401 (tally is a fixture)
 from _support import clean_up, jpeg, options, png
-from beam_shards import (ArrowBackend, Array, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
-                         Video, WriteToArrowShards, read_metadata, verify, write_shards)
 
 FEATURES = Features({
     "id": Value("int64"),
@@ -176,7 +177,7 @@ def test_write_shards_over_a_cache_keeps_it(tally, tmp_path, files, case):
 
 def test_staging_happened_before_the_bad_example(tmp_path, files, monkeypatch):
     """Guards the corpus: shards were staged (and then removed) before each error."""
-    from beam_shards import fs
+    from beam_shards.storage import fs
 
     created = []
     real_create = fs.create

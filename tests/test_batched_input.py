@@ -9,9 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from _support import FEATURES, example, options
 from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, ShardedDataset, Value,
                          WriteToArrowShards, read_metadata, verify, write_shards)
+
+from _support import FEATURES, example, options
 
 
 def _table(ids) -> pa.Table:
@@ -132,7 +133,7 @@ def test_a_huge_row_in_a_batch_gets_a_shard_of_its_own(tmp_path):
 
 
 def test_row_sizes_follow_the_arrow_offsets():
-    from beam_shards.writer import arrow_row_nbytes
+    from beam_shards.shards.writer import arrow_row_nbytes
 
     table = FEATURES.encode_batch(_table(range(3)))
     expected = []

@@ -15,12 +15,13 @@ import pyarrow
 import pytest
 from PIL import Image as PILImage
 
-from _support import jpeg, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata, write_shards
-from beam_shards import cli
-from beam_shards.bad_inputs import write_bad_inputs
+from beam_shards.cli import commands as cli
 from beam_shards.display import human_size
-from beam_shards.layout import BAD_INPUTS_NAME, LOCK_NAME, MANIFEST_NAME, new_write_id
+from beam_shards.format.layout import BAD_INPUTS_NAME, LOCK_NAME, MANIFEST_NAME, new_write_id
+from beam_shards.versions.bad_inputs import write_bad_inputs
+
+from _support import jpeg, png
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["ant", "bee", "cow"]

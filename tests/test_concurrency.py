@@ -14,10 +14,11 @@ import threading
 
 import pytest
 
-from _support import clean_up
-from _reliability import (VERSIONS, WriterServer, assert_clean_cache, leftovers, tally,  # noqa: F401 (tally is a fixture)
-                          write_version, writer_job)
 from beam_shards import ArrowBackend, list_versions, verify
+
+from _reliability import tally  # noqa: F401 (a fixture)
+from _reliability import VERSIONS, WriterServer, assert_clean_cache, leftovers, write_version, writer_job
+from _support import clean_up
 
 ROUNDS = {"local": 6, "beam": 4, "mixed": 2}
 

@@ -25,11 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from _reliability import SCRIPTS, edit_manifest, print_uncaptured
-from _support import options
 from beam_shards import (Array, ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, ReadFromArrowShards,
                          Sequence, ShardedDataset, Value, read_metadata, verify, write_shards)
-from beam_shards.layout import MANIFEST_NAME
+from beam_shards.format.layout import MANIFEST_NAME
+
+from _reliability import SCRIPTS, edit_manifest, print_uncaptured
+from _support import options
 
 FEATURES = Features({
     "id": Value("int64"),

@@ -25,11 +25,12 @@ import sys
 
 import pytest
 
-from _support import clean_up
-from _reliability import (VERSIONS, WriterServer, assert_clean_cache, leftovers, tally,  # noqa: F401 (tally is a fixture)
-                          write_version, writer_job)
 from beam_shards import ArrowBackend, CacheNotFoundError, read_metadata, verify
-from beam_shards.layout import STAGING_DIR
+from beam_shards.format.layout import STAGING_DIR
+
+from _reliability import tally  # noqa: F401 (a fixture)
+from _reliability import VERSIONS, WriterServer, assert_clean_cache, leftovers, write_version, writer_job
+from _support import clean_up
 
 RANDOM_TRIALS = 20
 

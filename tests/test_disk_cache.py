@@ -23,10 +23,10 @@ import zlib
 
 import pytest
 
-from beam_shards import disk_cache
-from beam_shards.checksum import format_checksum
-from beam_shards.disk_cache import DiskCache
 from beam_shards.errors import CorruptCacheError
+from beam_shards.storage import disk_cache
+from beam_shards.storage.checksum import format_checksum
+from beam_shards.storage.disk_cache import DiskCache
 
 
 def blob(seed: int, size: int) -> bytes:

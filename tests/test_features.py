@@ -14,8 +14,8 @@ import pytest
 
 from beam_shards import (Array, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value, Video,
                          encode_example)
-from beam_shards.decode import decode_table
 from beam_shards.features import SCHEMA_METADATA_KEY, VALUE_DTYPES
+from beam_shards.features.decode import decode_table
 
 from _support import jpeg, png
 

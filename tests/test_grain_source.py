@@ -5,8 +5,9 @@ from __future__ import annotations
 import grain
 import numpy as np
 
-from _support import FEATURES, example
 from beam_shards import ShardedDataset, write_shards
+
+from _support import FEATURES, example
 
 
 def _cache(tmp_path, n=40):

@@ -38,20 +38,20 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from PIL import Image as PILImage
 
-from beam_shards import (Array, ArrowBackend, CacheNotFoundError, ClassLabel, CorruptCacheError, EncodeError, Features,
-                         FeatureError, Image, ReadFromArrowShards, Sequence, ShardedDataset, Value, Video, cli,
-                         encode_example, images, list_versions, read_metadata, verify, write_shards)
-from beam_shards.bad_inputs import read_bad_inputs
-from beam_shards.cli import printable
-from beam_shards.gc import find_garbage
-from beam_shards.layout import BAD_INPUTS_NAME, STAGING_DIR, CacheLayout
-from beam_shards.manifest import MAX_MANIFEST_BYTES
-from pipelines import common, image_folder, jsonl
-from pipelines import csv as csv_pipeline
+from beam_shards import (Array, ArrowBackend, CacheNotFoundError, ClassLabel, CorruptCacheError, EncodeError,
+                         FeatureError, Features, Image, ReadFromArrowShards, Sequence, ShardedDataset, Value, Video,
+                         encode_example, list_versions, read_metadata, verify, write_shards)
+from beam_shards.cli import commands as cli
+from beam_shards.cli.commands import printable
+from beam_shards.features import image_check, image_codec
+from beam_shards.format.layout import BAD_INPUTS_NAME, STAGING_DIR, CacheLayout
+from beam_shards.format.manifest import MAX_MANIFEST_BYTES
+from beam_shards.versions.bad_inputs import read_bad_inputs
+from beam_shards.versions.gc import find_garbage
+from pipelines import common, csv as csv_pipeline, image_folder, jsonl
 
 from _reliability import edit_manifest, print_uncaptured
 from _support import jpeg, png
@@ -190,7 +190,7 @@ DECODE_CASES = BOMBS + [
 @pytest.mark.parametrize("data, expected, words", cases(IMAGE_CASES))
 def test_image_corpus_sniff(data, expected, words):
     with pytest.raises(Exception) as raised:
-        images.sniff_format(data)
+        image_check.sniff_format(data)
     assert_clear(raised.value, expected, words)
 
 
@@ -215,7 +215,7 @@ def test_image_corpus_encode_batch(data, expected, words):
 @pytest.mark.parametrize("mode", ["pil", "numpy"])
 def test_image_corpus_decode(data, expected, words, mode):
     with pytest.raises(Exception) as raised:
-        images.decode(data, mode)
+        image_codec.decode(data, mode)
     assert_clear(raised.value, expected, words)
 
 
@@ -239,15 +239,15 @@ def test_a_bomb_in_a_cache_is_a_clear_error_on_read(bomb_cache):
 @pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")
 def test_a_bomb_pillow_only_warns_about_is_refused_also_when_warnings_are_errors():
     with pytest.raises(ValueError, match="decompression bomb"):
-        images.sniff_format(forged_png(10_000, 10_000))
+        image_check.sniff_format(forged_png(10_000, 10_000))
 
 
 def test_the_pixel_limit_is_pillows_own_setting(monkeypatch):
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 16 * 16 - 1)
     with pytest.raises(ValueError, match="16x16 is over the limit of 255 pixels"):
-        images.sniff_format(png(1))
+        image_check.sniff_format(png(1))
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
-    assert images.sniff_format(forged_png(10_000, 10_000)) == "PNG"
+    assert image_check.sniff_format(forged_png(10_000, 10_000)) == "PNG"
 
 
 @pytest.mark.timeout(60)
@@ -257,7 +257,7 @@ def test_an_image_cut_anywhere_before_its_end_is_refused(name):
     accepted = []
     for cut in range(len(data)):
         try:
-            images.sniff_format(data[:cut])
+            image_check.sniff_format(data[:cut])
             accepted.append(cut)
         except ValueError:
             pass
@@ -267,10 +267,10 @@ def test_an_image_cut_anywhere_before_its_end_is_refused(name):
 @pytest.mark.parametrize("name", sorted(VALID_IMAGES))
 def test_valid_images_are_accepted_also_with_bytes_appended(name):
     data = VALID_IMAGES[name]
-    fmt = images.sniff_format(data)
+    fmt = image_check.sniff_format(data)
     assert fmt == PILImage.open(io.BytesIO(data)).format
     if fmt in ("JPEG", "PNG"):
-        assert images.sniff_format(data + b"\x00camera trailer" * 500) == fmt
+        assert image_check.sniff_format(data + b"\x00camera trailer" * 500) == fmt
 
 
 def test_the_camera_jpeg_holds_a_thumbnail_whose_end_marker_comes_before_the_scan():
@@ -1319,7 +1319,7 @@ def fuzz_tally(request) -> Iterator[collections.Counter]:
 
 def _load_pixels(data: bytes) -> bool:
     try:
-        images.decode(data).load()
+        image_codec.decode(data).load()
     except (OSError, ValueError):
         return False
     return True
@@ -1332,7 +1332,7 @@ def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case,
     name, data = case
     fuzz_tally["cases"] += 1
     try:
-        fmt = images.sniff_format(data)
+        fmt = image_check.sniff_format(data)
     except ValueError as error:
         assert str(error), f"{name}: a ValueError without a message"
         with pytest.raises(EncodeError, match=re.escape(str(error))):
@@ -1340,7 +1340,7 @@ def test_mutated_images_are_refused_with_a_value_error_or_open_with_pillow(case,
         fuzz_tally["refused"] += 1
         return
     assert encode_example({"image": data}, IMAGE_FEATURES)["image"] == data
-    with images.decode(data) as image:
+    with image_codec.decode(data) as image:
         assert fmt == image.format or (fmt, image.format) == ("JPEG", "MPO"), name
     fuzz_tally["accepted"] += 1
     fuzz_tally["pixels load" if _load_pixels(data) else "pixels damaged"] += 1

@@ -12,8 +12,7 @@ import pytest
 from PIL import Image as PILImage
 
 from beam_shards import EncodeError, Features, Image, encode_example
-from beam_shards import images
-from beam_shards.features import Sequence
+from beam_shards.features import Sequence, image_check, image_codec
 
 from _support import jpeg, png
 
@@ -210,21 +209,21 @@ def test_images_in_a_sequence_follow_the_same_rules():
 # ---- sniffing and decoding --------------------------------------------------------------
 
 def test_sniff_format_names_formats():
-    assert images.sniff_format(jpeg(1)) == "JPEG"
-    assert images.sniff_format(png(1)) == "PNG"
-    assert images.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "GIF")) == "GIF"
-    assert images.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "BMP")) == "BMP"
-    assert images.sniff_format(jpeg(1) + b"\x00" * 100) == "JPEG"  # trailing camera data
+    assert image_check.sniff_format(jpeg(1)) == "JPEG"
+    assert image_check.sniff_format(png(1)) == "PNG"
+    assert image_check.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "GIF")) == "GIF"
+    assert image_check.sniff_format(encoded_as(PILImage.new("RGB", (2, 2)), "BMP")) == "BMP"
+    assert image_check.sniff_format(jpeg(1) + b"\x00" * 100) == "JPEG"  # trailing camera data
 
 
 def test_decode_modes():
     data = png(3, mode="RGBA")
-    as_pil = images.decode(data)
+    as_pil = image_codec.decode(data)
     assert isinstance(as_pil, PILImage.Image) and as_pil.mode == "RGBA"
-    as_numpy = images.decode(data, "numpy")
+    as_numpy = image_codec.decode(data, "numpy")
     assert as_numpy.shape == (16, 16, 4) and as_numpy.dtype == np.uint8
     with pytest.raises(ValueError, match="'tensor'"):
-        images.decode(data, "tensor")
+        image_codec.decode(data, "tensor")
 
 
 @pytest.mark.parametrize("make, shape", [
@@ -235,7 +234,7 @@ def test_decode_modes():
 ])
 def test_decode_numpy_gives_colours_not_palette_indices(make, shape):
     source = make()
-    array = images.decode(encoded_as(source, "PNG"), "numpy")
+    array = image_codec.decode(encoded_as(source, "PNG"), "numpy")
     assert array.shape == shape and array.dtype == np.uint8
     if source.mode == "P":
         np.testing.assert_array_equal(array, np.asarray(source.convert("RGB")))
@@ -243,7 +242,7 @@ def test_decode_numpy_gives_colours_not_palette_indices(make, shape):
 
 def test_decode_numpy_keeps_palette_transparency():
     source = PILImage.fromarray(pixels(2, (4, 4, 3))).convert("P")
-    array = images.decode(encoded_as(source, "PNG", transparency=0), "numpy")
+    array = image_codec.decode(encoded_as(source, "PNG", transparency=0), "numpy")
     assert array.shape == (4, 4, 4)
 
 
@@ -268,9 +267,9 @@ def _jpeg(mode: str, size=(37, 53), **params) -> bytes:
     _jpeg("L"), _jpeg("RGB", progressive=True), _jpeg("CMYK"), _jpeg("RGB", size=(1, 1)),
 ], ids=["444", "420", "422", "grey", "progressive", "cmyk", "1x1"])
 def test_numpy_decoding_of_jpegs_is_pillows_pixel_for_pixel(data):
-    assert images._simplejpeg() is not None  # the test extra installs the fast path; this compares it
+    assert image_codec._simplejpeg() is not None  # the test extra installs the fast path; this compares it
     expected = np.asarray(PILImage.open(io.BytesIO(data)))
-    got = images.decode(data, "numpy")
+    got = image_codec.decode(data, "numpy")
     assert got.shape == expected.shape and got.dtype == np.uint8
     np.testing.assert_array_equal(got, expected)
 
@@ -278,13 +277,13 @@ def test_numpy_decoding_of_jpegs_is_pillows_pixel_for_pixel(data):
 def test_a_damaged_jpeg_fails_as_pillow_fails_it_and_the_pixel_limit_holds(monkeypatch):
     truncated = _jpeg("RGB", size=(64, 64))[:-300]
     with pytest.raises(OSError) as fast:
-        images.decode(truncated, "numpy")
+        image_codec.decode(truncated, "numpy")
     with pytest.raises(OSError) as slow:
         np.asarray(PILImage.open(io.BytesIO(truncated)))
     assert str(fast.value) == str(slow.value)
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 100)
     with pytest.raises(ValueError, match="too many pixels"):
-        images.decode(_jpeg("RGB", size=(20, 20)), "numpy")
+        image_codec.decode(_jpeg("RGB", size=(20, 20)), "numpy")
 
 
 # ---- what Pillow made of a header is remembered -----------------------------------------------
@@ -304,36 +303,36 @@ def _counting_opens(monkeypatch) -> list:
 @pytest.mark.parametrize("make", [lambda seed: jpeg(seed, size=24), lambda seed: png(seed, size=24)],
                          ids=["jpeg", "png"])
 def test_images_with_the_same_header_are_opened_by_pillow_once(monkeypatch, make):
-    monkeypatch.setattr(images, "_VERDICTS", images._HeaderVerdicts())
+    monkeypatch.setattr(image_check, "_VERDICTS", image_check._HeaderVerdicts())
     opened = _counting_opens(monkeypatch)
     first, second = make(101), make(102)
     assert first != second
-    assert images.sniff_format(first) == images.sniff_format(second) == images.sniff_format(first)
+    assert image_check.sniff_format(first) == image_check.sniff_format(second) == image_check.sniff_format(first)
     assert len(opened) == 1, "the second image shares the first one's header: Pillow's verdict is remembered"
     with pytest.raises(ValueError, match="truncated"):
-        images.sniff_format(second[:-10])  # the container walk still runs for every image
+        image_check.sniff_format(second[:-10])  # the container walk still runs for every image
     monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 24 * 24 - 1)
     with pytest.raises(ValueError, match="24x24 is over the limit of 575 pixels"):
-        images.sniff_format(second)  # the pixel limit is checked again on every use
+        image_check.sniff_format(second)  # the pixel limit is checked again on every use
 
 
 def test_a_header_pillow_refuses_or_warns_about_is_not_remembered(monkeypatch):
-    monkeypatch.setattr(images, "_VERDICTS", images._HeaderVerdicts())
+    monkeypatch.setattr(image_check, "_VERDICTS", image_check._HeaderVerdicts())
     opened = _counting_opens(monkeypatch)
     bad_frame = bytearray(jpeg(1))
     bad_frame[bad_frame.index(b"\xff\xc0") + 4] = 12  # 12-bit samples: Pillow cannot open it
     for _ in range(2):
         with pytest.raises(ValueError, match="not an image in a format Pillow knows"):
-            images.sniff_format(bytes(bad_frame))
+            image_check.sniff_format(bytes(bad_frame))
     assert len(opened) == 4, "each refusal asks Pillow again (once quietly, once for the message)"
-    assert "0 of 256" in repr(images._VERDICTS)
+    assert "0 of 256" in repr(image_check._VERDICTS)
 
 
 def test_the_remembered_headers_are_bounded(monkeypatch):
-    verdicts = images._HeaderVerdicts(entries=2)
-    monkeypatch.setattr(images, "_VERDICTS", verdicts)
+    verdicts = image_check._HeaderVerdicts(entries=2)
+    monkeypatch.setattr(image_check, "_VERDICTS", verdicts)
     for size in (8, 9, 10, 11):
-        images.sniff_format(png(1, size=size))
+        image_check.sniff_format(png(1, size=size))
     assert "2 of 2" in repr(verdicts)
 
 
@@ -353,22 +352,22 @@ def _same_header_variants() -> list[bytes]:
 
 
 def test_first_bad_image_agrees_with_sniff_format_image_by_image():
-    images.sniff_format(jpeg(0))  # the header is the last one seen: the in-place path is taken
+    image_check.sniff_format(jpeg(0))  # the header is the last one seen: the in-place path is taken
     variants = _same_header_variants()
-    assert all(v.startswith(images._VERDICTS.last.header) for v in variants[:7])
+    assert all(v.startswith(image_check._VERDICTS.last.header) for v in variants[:7])
     for k, data in enumerate(variants):
         try:
-            images.sniff_format(data)
+            image_check.sniff_format(data)
             expected = None
         except ValueError as error:
             expected = (0, str(error))
-        images.sniff_format(jpeg(0))
-        assert images.first_bad_image(data, [0, len(data)]) == expected, k
+        image_check.sniff_format(jpeg(0))
+        assert image_check.first_bad_image(data, [0, len(data)]) == expected, k
     blob = b"".join(variants)
     ends = np.cumsum([0] + [len(v) for v in variants]).tolist()
-    assert images.first_bad_image(blob, ends)[0] == 2
+    assert image_check.first_bad_image(blob, ends)[0] == 2
     null = [k in (2, 4, 7) for k in range(len(variants))]
-    assert images.first_bad_image(blob, ends, null) is None
+    assert image_check.first_bad_image(blob, ends, null) is None
 
 
 def _first_refused(variants: list[bytes], null: list[bool]) -> tuple[int, str] | None:
@@ -376,7 +375,7 @@ def _first_refused(variants: list[bytes], null: list[bool]) -> tuple[int, str] |
         if null[k]:
             continue
         try:
-            images.sniff_format(data)
+            image_check.sniff_format(data)
         except ValueError as error:
             return k, str(error)
     return None
@@ -388,7 +387,7 @@ def test_first_bad_image_agrees_with_sniff_format_on_mixed_batches(seed, monkeyp
     images, some absent: the first image refused, and its reason, are sniff_format's.
     Every third batch compares its image heads a few at a time."""
     if seed % 3 == 0:
-        monkeypatch.setattr(images, "_COMPARED_BYTES", 2000)
+        monkeypatch.setattr(image_check, "_COMPARED_BYTES", 2000)
     rng = np.random.default_rng(seed)
     other = [jpeg(seed, size=24), jpeg(seed + 1, size=24)]
     not_jpeg = b"\x00" * 700 + b"\xff\xd9"  # past the common header's length, runs to an EOI marker
@@ -398,56 +397,56 @@ def test_first_bad_image_agrees_with_sniff_format_on_mixed_batches(seed, monkeyp
     null = (rng.random(40) < 0.2).tolist()
     blob = b"".join(variants)
     ends = np.cumsum([0] + [len(v) for v in variants])
-    images.sniff_format(jpeg(0) if seed % 2 else other[0])  # which header is common when the batch starts
-    got = images.first_bad_image(blob, ends, null)
-    images.sniff_format(jpeg(0) if seed % 2 else other[0])
+    image_check.sniff_format(jpeg(0) if seed % 2 else other[0])  # which header is common when the batch starts
+    got = image_check.first_bad_image(blob, ends, null)
+    image_check.sniff_format(jpeg(0) if seed % 2 else other[0])
     assert got == _first_refused(variants, null)
     good = [not null[k] and _first_refused([v], [False]) is None for k, v in enumerate(variants)]
-    images.sniff_format(jpeg(0) if seed % 2 else other[0])
-    assert images.first_bad_image(blob, ends, [not g for g in good]) is None
+    image_check.sniff_format(jpeg(0) if seed % 2 else other[0])
+    assert image_check.first_bad_image(blob, ends, [not g for g in good]) is None
 
 
 def test_a_scan_is_not_ended_by_the_marker_of_the_image_after_it():
-    images.sniff_format(jpeg(0))
+    image_check.sniff_format(jpeg(0))
     cut = _same_header_variants()[2]  # the common header, then scan data with no end-of-image marker
-    assert cut.startswith(images._VERDICTS.last.header)
+    assert cut.startswith(image_check._VERDICTS.last.header)
     blob = cut + b"\x00\xff\xd9" + jpeg(2)
     ends = [0, len(cut), len(cut) + 3, len(blob)]
-    assert images.first_bad_image(blob, ends)[0] == 0
-    images.sniff_format(jpeg(0))
-    assert images.first_bad_image(blob, ends, [True, False, False])[0] == 1
+    assert image_check.first_bad_image(blob, ends)[0] == 0
+    image_check.sniff_format(jpeg(0))
+    assert image_check.first_bad_image(blob, ends, [True, False, False])[0] == 1
 
 
 def test_every_image_head_is_compared_a_few_at_a_time(monkeypatch):
-    monkeypatch.setattr(images, "_COMPARED_BYTES", 2000)
-    images.sniff_format(jpeg(0))
+    monkeypatch.setattr(image_check, "_COMPARED_BYTES", 2000)
+    image_check.sniff_format(jpeg(0))
     good = _same_header_variants()[0]
     batch = [good] * 7 + [b"\x00" * len(good) + b"\xff\xd9"]  # not a JPEG, though its bytes run to EOI
     blob = b"".join(batch)
-    assert images.first_bad_image(blob, np.cumsum([0] + [len(v) for v in batch]))[0] == 7
+    assert image_check.first_bad_image(blob, np.cumsum([0] + [len(v) for v in batch]))[0] == 7
 
 
 def test_common_images_are_checked_without_sniff_format(monkeypatch):
-    images.sniff_format(jpeg(0))
+    image_check.sniff_format(jpeg(0))
     variants = _same_header_variants()
     good = [variants[i] for i in (0, 1, 3, 5, 6)] * 20
     blob = b"".join(good)
     calls = []
-    monkeypatch.setattr(images, "sniff_format", lambda data: calls.append(data))
-    assert images.first_bad_image(blob, np.cumsum([0] + [len(v) for v in good])) is None
+    monkeypatch.setattr(image_check, "sniff_format", lambda data: calls.append(data))
+    assert image_check.first_bad_image(blob, np.cumsum([0] + [len(v) for v in good])) is None
     assert calls == []
 
 
 def test_a_batch_image_column_names_the_row_of_a_sliced_array_with_nulls():
-    from beam_shards.features.base import _Invalid
+    from beam_shards.features.base import Invalid
 
     variants = _same_header_variants()
     column = pa.array([jpeg(5), None] + variants, pa.large_binary()).slice(1)  # offset 1: row k is variants[k - 1]
-    with pytest.raises(_Invalid) as caught:
+    with pytest.raises(Invalid) as caught:
         Image().check_array(column, "image")
     assert caught.value.row == 3 and "truncated JPEG" in caught.value.reason
     assert Image().check_array(column.slice(0, 3), "image").null_count == 1
     Image().check_array(column.slice(4, 1), "image")
-    with pytest.raises(_Invalid) as caught:
+    with pytest.raises(Invalid) as caught:
         Image().check_array(column.slice(5), "image")
     assert caught.value.row == 0 and "runs past the end" in caught.value.reason

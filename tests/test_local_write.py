@@ -8,13 +8,13 @@ import subprocess
 import sys
 import threading
 
-import filelock
 import pytest
 
-from beam_shards import (ArrowBackend, CorruptCacheError, commit, list_versions, EncodeError, Features, ShardedDataset, Value, read_metadata,
+from beam_shards import (ArrowBackend, EncodeError, Features, ShardedDataset, Value, list_versions, read_metadata,
                          verify, write_shards)
-from beam_shards.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, write_id_of_shard
+from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, write_id_of_shard
 from beam_shards.progress import Progress
+from beam_shards.versions import commit
 
 from _reliability import assert_clean_cache
 from _support import FEATURES, example
@@ -211,7 +211,7 @@ def test_a_failing_clean_up_does_not_hide_the_error_that_failed_the_write(tmp_pa
     def broken_abandon(path, write_id):
         raise OSError("disk went away")
 
-    monkeypatch.setattr("beam_shards.local.abandon", broken_abandon)
+    monkeypatch.setattr("beam_shards.write.abandon", broken_abandon)
     path = str(tmp_path / "c")
     with pytest.raises(Boom):
         write_shards(failing(15, [], path), path, TAGGED, max_rows_per_shard=10)

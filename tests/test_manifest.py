@@ -9,10 +9,10 @@ import re
 import pyarrow
 import pytest
 
-from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value,
-                         read_metadata, write_shards)
-from beam_shards.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
-from beam_shards.manifest import FORMAT_VERSION
+from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value, read_metadata,
+                         write_shards)
+from beam_shards.format.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
+from beam_shards.format.manifest import FORMAT_VERSION
 
 from _support import FEATURES, example
 

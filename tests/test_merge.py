@@ -14,16 +14,19 @@ import sys
 import apache_beam as beam
 import pytest
 
+from beam_shards import Features, Value, WriteToArrowShards, read_metadata, verify, write_shards
+from beam_shards.beam import sink
+from beam_shards.cli.commands import main
+from beam_shards.errors import PublishError
+from beam_shards.format.catalog import list_versions
+from beam_shards.read.backend import ArrowBackend
+from beam_shards.shards import merge
+from beam_shards.shards.merge import is_small, plan_bins
+from beam_shards.shards.writer import ShardWriter
+from beam_shards.versions.compact import compact
+
 from _reliability import assert_clean_cache
 from _support import clean_up, options
-from beam_shards import Features, Value, WriteToArrowShards, read_metadata, sink, verify, write_shards
-from beam_shards.backend import ArrowBackend
-from beam_shards.cli import main
-from beam_shards import merge
-from beam_shards.errors import PublishError
-from beam_shards.merge import compact, is_small, plan_bins
-from beam_shards.versions import list_versions
-from beam_shards.writer import ShardWriter
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string")})
 MULTI_THREADED = ("--runner=FnApiRunner", "--direct_num_workers=8", "--direct_running_mode=multi_threading")
@@ -222,6 +225,7 @@ def test_compact_refuses_a_bad_size(tmp_path, text, capsys):
 
 # SIGKILL ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after", [1, 7])
 def test_sigkill_during_the_merge_publishes_nothing_and_a_rerun_writes_once(tmp_path, monkeypatch, kill_after):
     out = str(tmp_path / "cache")

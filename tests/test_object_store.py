@@ -8,12 +8,13 @@ import os
 import apache_beam as beam
 import pytest
 
-import fake_object_store
-from _support import FEATURES, example, jpeg, options
 from beam_shards import (ArrowBackend, CacheNotFoundError, Features, Image, Retention, ShardedDataset, Video,
                          WriteToArrowShards, encode_example, list_versions, read_metadata, verify, write_shards)
-from beam_shards import fs
-from beam_shards.gc import collect_garbage
+from beam_shards.storage import fs
+from beam_shards.versions.gc import collect_garbage
+
+import fake_object_store
+from _support import FEATURES, example, jpeg, options
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ import os
 import apache_beam as beam
 import pytest
 
-from _support import FEATURES, clean_up, example, options
 from beam_shards import ArrowBackend, Retention, WriteToArrowShards, read_metadata, verify, write_shards
-from beam_shards.gc import collect_garbage
+from beam_shards.versions.gc import collect_garbage
+
+from _support import FEATURES, clean_up, example, options
 
 
 @pytest.mark.parametrize("name", ["c[1]", "with space", "star*", "q?", "ünïcode"])

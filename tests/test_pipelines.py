@@ -17,14 +17,13 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloudOptions, StandardOptions
 
-from _support import jpeg, options, png
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
-from beam_shards.layout import BAD_INPUTS_NAME
-from beam_shards.bad_inputs import read_bad_inputs
 from beam_shards.errors import FeatureError
-from beam_shards.layout import MANIFEST_NAME
-from pipelines import common, demo, image_folder, jsonl, parquet, tabular
-from pipelines import csv as csv_pipeline
+from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
+from beam_shards.versions.bad_inputs import read_bad_inputs
+from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular
+
+from _support import jpeg, options, png
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ODD_NAME = "Ünïcödé name ø 1.jpg"
@@ -39,20 +38,6 @@ def label_names(path: str, column: str = "label") -> list[str]:
 
 
 # --- flags shared by every pipeline ----------------------------------------------------
-
-@pytest.mark.parametrize("text, expected", [
-    ("64MB", 64_000_000), ("1GiB", 2**30), ("512kib", 512 * 1024), ("1.5GB", 1_500_000_000),
-    ("1000", 1000), (" 2 MiB ", 2 * 2**20), ("10B", 10),
-])
-def test_parse_size(text, expected):
-    assert common.parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "MB", "64 XB", "-1MB", "0", "1e3", "0.1B"])
-def test_parse_size_rejects(text):
-    with pytest.raises(ValueError, match="size"):
-        common.parse_size(text)
-
 
 def test_unknown_flags_go_to_beam_and_the_default_runner_is_fnapi():
     parser = common.make_parser("x", "test")

@@ -10,13 +10,13 @@ from collections import OrderedDict
 import numpy as np
 import pyarrow as pa
 import pytest
+from test_writer import Shards
 
 from beam_shards import Array, ClassLabel, EncodeError, Features, Image, ShardWriter, Value, WriterOptions
 from beam_shards.features import Sequence
-from beam_shards.writer import plain_sizer, row_nbytes
+from beam_shards.shards.writer import plain_sizer, row_nbytes
 
 from _support import jpeg
-from test_writer import Shards
 
 PLAIN = Features({
     "id": Value("int64"),

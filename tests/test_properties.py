@@ -24,15 +24,15 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam.testing.util import assert_that
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from _reliability import tally  # noqa: F401 (a fixture)
-from _support import jpeg, options, png
 from beam_shards import (Array, ArrowBackend, ClassLabel, Features, Image, ReadFromArrowShards, Sequence,
                          ShardedDataset, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
 from beam_shards.features import VALUE_DTYPES
+
+from _reliability import tally  # noqa: F401 (a fixture)
+from _support import jpeg, options, png
 
 ROW = "row id"  # the names drawn below never hold a space
 SCALE = int(os.environ.get("BEAM_SHARDS_HYPOTHESIS_SCALE", "1"))

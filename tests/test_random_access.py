@@ -8,8 +8,9 @@ import os
 import pyarrow as pa
 import pytest
 
+from beam_shards.storage import fs
+
 import fake_object_store
-from beam_shards import fs
 
 DATA = bytes(range(256)) * 64
 

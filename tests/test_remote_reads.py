@@ -11,7 +11,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from beam_shards import ArrowBackend, Features, Image, ShardedDataset, Value, write_shards
-from beam_shards import fs
+from beam_shards.storage import fs
+
 from _support import jpeg
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))

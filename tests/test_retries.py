@@ -14,11 +14,15 @@ import uuid
 import apache_beam as beam
 import pytest
 
+from beam_shards import Features, Value, WriterOptions, WriteToArrowShards, read_metadata, verify, write_shards
+from beam_shards.beam import sink
+from beam_shards.beam.sink import _FinalizeFn, _WriteBundleFn
+from beam_shards.format.layout import new_write_id
+from beam_shards.storage import fs
+from beam_shards.versions import commit
+
 from _reliability import assert_clean_cache, ids_of, leftovers, staged_files, tally  # noqa: F401 (tally is a fixture)
 from _support import clean_up, options
-from beam_shards import Features, Value, WriteToArrowShards, WriterOptions, commit, fs, read_metadata, sink, verify, write_shards
-from beam_shards.layout import new_write_id
-from beam_shards.sink import _FinalizeFn, _WriteBundleFn
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string")})
 WRITER_OPTIONS = {"shard_size_bytes": 2_000, "batch_size": 10}

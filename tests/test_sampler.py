@@ -6,8 +6,9 @@ import grain
 import pytest
 from torch.utils.data import DataLoader, DistributedSampler
 
-from _support import FEATURES, example
 from beam_shards import ShardedDataset, ShardedSampler, write_shards
+
+from _support import FEATURES, example
 
 
 def test_order_depends_on_seed_and_epoch_only():
@@ -146,7 +147,7 @@ def test_grain_checkpoint_refuses_a_changed_view(dataset):
 def test_docstring_examples_run():
     import doctest
 
-    from beam_shards import backend, sampler
+    from beam_shards.read import backend, sampler
 
     for module in (sampler, backend):
         result = doctest.testmod(module)

@@ -9,11 +9,10 @@ import time
 import zlib
 
 import pytest
+from test_writer import PAYLOAD, blob_rows
 
 from beam_shards import ShardWriter, WriterOptions
-from beam_shards.shard_stream import PendingBytes, ShardStream
-
-from test_writer import PAYLOAD, blob_rows
+from beam_shards.shards.shard_stream import PendingBytes, ShardStream
 
 
 class Recording(io.BytesIO):

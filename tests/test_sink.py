@@ -15,12 +15,12 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.pvalue import EmptySideInput
 from apache_beam.transforms.display import DisplayData
 
+from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, ShardedDataset, Value, WriterOptions,
+                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
+from beam_shards.beam.sink import _FinalizeFn, _WriteBundleWithIdFn
+from beam_shards.format.layout import STAGING_DIR
+
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, ShardedDataset, Value, WriteToArrowShards,
-                         WriterOptions,
-                         list_versions, read_metadata, verify, write_shards)
-from beam_shards.layout import STAGING_DIR
-from beam_shards.sink import _FinalizeFn, _WriteBundleWithIdFn
 
 NUM_EXAMPLES = 600
 PARTS = 6
@@ -330,8 +330,8 @@ def test_failure_upstream_in_the_same_bundle_leaves_no_staged_files(tmp_path):
 
 
 def test_given_write_id_lets_the_caller_clean_up_a_failed_run(tmp_path):
-    from beam_shards.commit import abandon
-    from beam_shards.layout import new_write_id
+    from beam_shards.format.layout import new_write_id
+    from beam_shards.versions.commit import abandon
 
     out = tmp_path / "cache"
     write_id = new_write_id()
@@ -401,7 +401,7 @@ def _letters(folder) -> dict[int, list[str]]:
 def test_a_dead_letter_holds_a_repr_of_an_example_that_does_not_pickle():
     # A unit test: an element that does not pickle cannot reliably cross Beam's own
     # stage boundaries either, so a pipeline test of it fails or passes by fusion.
-    from beam_shards.sink import dead_letter
+    from beam_shards.beam.sink import dead_letter
 
     error = EncodeError("example 333, field 'label': not a class id")
     kept = dead_letter({"id": 7, "label": 99}, 7, error)

@@ -13,15 +13,15 @@ from apache_beam.io.restriction_trackers import OffsetRange
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.display import DisplayData
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
+
+from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, Features, Image, ReadAllFromArrowShards,
+                         ReadFromArrowShards, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError,
+                         WriteToArrowShards, read_metadata, write_shards)
+from beam_shards.beam.source import BatchRangeProvider, ShardTask, _Manifests, _ReadBatchesFn, _ReadSpec, plan_shard
 
 from _reliability import edit_manifest
 from _support import FEATURES, example, options, run_with_deadline
-from beam_shards import (Array, CacheNotFoundError, CorruptCacheError, VersionNotFoundError, Features, Image, ReadAllFromArrowShards,
-                         ReadFromArrowShards, SchemaMismatchError, ShardedDataset, Value, WriteToArrowShards,
-                         read_metadata, write_shards)
-from beam_shards.source import BatchRangeProvider, ShardTask, _Manifests, _ReadBatchesFn, _ReadSpec, plan_shard
 
 NUM_EXAMPLES = 240
 PARTS = 4
@@ -148,7 +148,7 @@ def test_metrics_count_rows_and_projection_reads_fewer_bytes(tmp_path):
 def test_reads_through_filesystems_when_the_path_is_not_local(tmp_path, monkeypatch):
     out = str(tmp_path / "cache")
     write_shards((example(i) for i in range(40)), out, FEATURES, batch_size=8)
-    monkeypatch.setattr("beam_shards.fs.is_local", lambda path: False)
+    monkeypatch.setattr("beam_shards.storage.fs.is_local", lambda path: False)
 
     def no_mmap(*args, **kwargs):
         raise AssertionError("a path that is not local must not be memory-mapped")
@@ -385,7 +385,7 @@ def test_rows_carry_arrays_as_numpy_and_images_as_bytes(tmp_path):
 
 
 def test_planning_counts_rows_from_the_narrowest_column():
-    from beam_shards.shard_file import _width_rank
+    from beam_shards.shards.shard_file import _width_rank
 
     features = Features({"image": Image(), "caption": Value("string"), "embedding": Array((4,), "float32")})
     schema = features.arrow_schema()

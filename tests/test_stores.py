@@ -22,11 +22,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDataset, StoreAccessError, Value,
                          WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
-from beam_shards import cli, fs
+from beam_shards.cli import commands as cli
 from beam_shards.errors import FileTooLargeError
-from beam_shards.layout import MANIFEST_NAME, VERSIONS_DIR, version_name
-from pipelines import csv as csv_pipeline
-from pipelines import demo, image_folder, jsonl, parquet, tfrecord
+from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, version_name
+from beam_shards.storage import fs
+from pipelines import csv as csv_pipeline, demo, image_folder, jsonl, parquet, tfrecord
 
 from _reliability import SCRIPTS, VERSIONS, write_version
 from _services import free_port

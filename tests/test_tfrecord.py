@@ -15,14 +15,14 @@ import pytest
 import tfrecord as tfrecord_package
 from tfrecord import example_pb2 as independent_pb2
 
+from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value
+from beam_shards.errors import FeatureError
+from beam_shards.format.layout import MANIFEST_NAME
+from beam_shards.versions.bad_inputs import read_bad_inputs
+from pipelines import common, tf_example, tfds, tfrecord as pipeline, tfrecord_io
+
 import fake_object_store
 from _support import jpeg, png
-from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
-from beam_shards.bad_inputs import read_bad_inputs
-from beam_shards.errors import FeatureError
-from beam_shards.layout import MANIFEST_NAME
-from pipelines import common, tf_example
-from pipelines import tfrecord as pipeline
 
 TIMEOUT = pytest.mark.timeout(180)
 
@@ -84,10 +84,10 @@ def test_read_records_gives_numbers_offsets_and_data(tmp_path):
     path = tmp_path / "a.tfrecord"
     offsets = write(path, [row(i) for i in range(5)])
     with open(path, "rb") as handle:
-        records = list(tf_example.read_records(handle))
+        records = list(tfrecord_io.read_records(handle))
     assert [(number, offset) for number, offset, _ in records] == list(enumerate(offsets))
     assert tf_example.inspect(records[3][2])["tokens"] == ("int64_list", [0, 1, 2])
-    assert tf_example.masked_crc32c(b"") == struct.unpack("<I", tfrecord_package.TFRecordWriter.masked_crc(b""))[0]
+    assert tfrecord_io.masked_crc32c(b"") == struct.unpack("<I", tfrecord_package.TFRecordWriter.masked_crc(b""))[0]
 
 
 def test_read_records_reports_a_corrupt_record_and_goes_on(tmp_path):
@@ -95,7 +95,7 @@ def test_read_records_reports_a_corrupt_record_and_goes_on(tmp_path):
     offsets = write(path, [row(i) for i in range(4)])
     flip_byte(path, offsets[1] + 12 + 5)  # inside record 1's data
     with open(path, "rb") as handle:
-        records = list(tf_example.read_records(handle))
+        records = list(tfrecord_io.read_records(handle))
     assert len(records) == 4
     assert isinstance(records[1][2], common.Malformed) and "CRC of its" in records[1][2].reason
     assert all(isinstance(data, bytes) for _, _, data in records[:1] + records[2:])
@@ -109,13 +109,13 @@ def test_read_records_stops_at_a_corrupt_header_or_a_truncated_file(tmp_path):
                           (offsets[2] + 40, "the file is truncated: the record holds")]:
         path.write_bytes(data[:cut])
         with open(path, "rb") as handle:
-            records = list(tf_example.read_records(handle))
+            records = list(tfrecord_io.read_records(handle))
         assert len(records) == 3 and records[2][:2] == (2, offsets[2])
         assert expected in records[2][2].reason
     path.write_bytes(data)
     flip_byte(path, offsets[1] + 2)  # record 1's length
     with open(path, "rb") as handle:
-        records = list(tf_example.read_records(handle))
+        records = list(tfrecord_io.read_records(handle))
     assert len(records) == 2 and "corrupt record header" in records[1][2].reason
 
 
@@ -410,7 +410,7 @@ def tfds_folder(tmp_path):
 
 
 def test_tfds_features_carry_class_names_shapes_and_dtypes(tfds_folder):
-    features, decoders, described = pipeline.tfds_features(str(tfds_folder), TFDS_FEATURES)
+    features, decoders, described = tfds.tfds_features(str(tfds_folder), TFDS_FEATURES)
     assert dict(features) == {
         "boxes": Array((None, 4), "float32"), "embedding": Array((4,), "float32"), "image": Image(nullable=False),
         "is_hard": Value("bool"), "label": ClassLabel(names=CLASSES, nullable=True),
@@ -491,7 +491,7 @@ def test_unsupported_tfds_features_say_so(tmp_path):
     rlds = _tfds_feature("features_dict.FeaturesDict", "featuresDict", {"features": {
         "steps": _tfds_feature("dataset_feature.Dataset", "sequence", {"feature": _tensor([], "int64")})}})
     with pytest.raises(FeatureError, match="'steps' is a TFDS Dataset, which is not supported"):
-        pipeline.tfds_features(str(tmp_path), rlds)
+        tfds.tfds_features(str(tmp_path), rlds)
     ragged = _tfds_feature("features_dict.FeaturesDict", "featuresDict", {"features": {"r": _tensor([2, -1], "int64")}})
     with pytest.raises(FeatureError, match="unknown inner dimensions"):
-        pipeline.tfds_features(str(tmp_path), ragged)
+        tfds.tfds_features(str(tmp_path), ragged)

@@ -15,6 +15,8 @@ from _support import FEATURES, example
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
+pytestmark = pytest.mark.subprocess  # DataLoader worker processes
+
 N = 50
 
 
@@ -60,7 +62,7 @@ def test_dataloader_shuffled_with_a_transform_sees_each_example_once(cache):
 
 
 def test_the_package_never_imports_torch():
-    code = ("import sys, beam_shards, beam_shards.dataset, beam_shards.backend, beam_shards.decode; "
+    code = ("import sys, beam_shards, beam_shards.read.dataset, beam_shards.read.backend, beam_shards.features.decode; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

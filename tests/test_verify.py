@@ -9,7 +9,7 @@ import pytest
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Value, VerifyReport, verify,
                          write_shards)
-from beam_shards.layout import MANIFEST_NAME
+from beam_shards.format.layout import MANIFEST_NAME
 
 from _support import FEATURES, example
 

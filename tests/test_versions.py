@@ -17,17 +17,16 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features,
-                         Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError,
-                         WriteInProgressError, WriteToArrowShards, list_versions, read_metadata, verify,
-                         write_shards)
-from beam_shards import commit, fs
-from beam_shards.gc import collect_garbage, find_garbage, plan
-from beam_shards.commit import staged_shards
-from beam_shards.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
-from beam_shards.lock import cache_lock
-from beam_shards.manifest import ShardInfo
-from beam_shards.writer import ShardWriter, WriterOptions
+from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, Retention,
+                         SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError, WriteInProgressError,
+                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
+from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
+from beam_shards.format.manifest import ShardInfo
+from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.versions import commit
+from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.gc import collect_garbage, find_garbage, plan
+from beam_shards.versions.lock import cache_lock
 
 from _support import FEATURES, example, options, race_to_create
 
@@ -313,6 +312,7 @@ def test_a_reader_of_a_removed_version_gets_a_clear_error(tmp_path):
         backend.get_row(49)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_writers_reader_and_gc_side_by_side(tmp_path, request):
     """Two writers (overwrite and append), a reader and gc loop for a bounded number of writes.
@@ -400,7 +400,7 @@ def _expected_ids(whos: set[str]) -> list[int]:
 
 
 def _manifest(version: int, created: datetime.datetime):
-    from beam_shards.manifest import Manifest
+    from beam_shards.format.manifest import Manifest
 
     return Manifest(path="/c", version=version, write_id=new_write_id(), features=SMALL, shards=(),
                     created=created.isoformat())

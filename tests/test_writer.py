@@ -11,7 +11,7 @@ import pytest
 
 from beam_shards import Features, Image, ShardWriter, Value, WriterOptions
 from beam_shards.features import Sequence
-from beam_shards.writer import row_nbytes
+from beam_shards.shards.writer import row_nbytes
 
 from _support import FEATURES, example, jpeg
 

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.columns import numpy_values, with_nulls
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, _family, _Invalid, _lengths, _null_mask,
-                                       _offsets, _restore_nulls, cast_numbers, cast_safely, check_nullable, kind,
-                                       row_of)
+from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, Invalid, arrow_family, cast_numbers,
+                                       cast_safely, check_nullable, kind, list_lengths, list_offsets, null_mask,
+                                       restore_nulls, row_of)
+from beam_shards.features.columns import numpy_values, with_nulls
 
 # Every int of at most this magnitude is exact as a float64.
 _EXACT_INT_IN_FLOAT64 = 2**53
@@ -116,7 +116,7 @@ class Array(Feature):
         lengths: list[np.ndarray] = []
         values = array
         for size in self._levels(array.type, field):
-            counts = _lengths(values)
+            counts = list_lengths(values)
             if size is not None:
                 wrong = np.flatnonzero((counts != size) & values.is_valid().to_numpy(zero_copy_only=False))
                 if len(wrong):
@@ -127,8 +127,8 @@ class Array(Feature):
             if values.null_count:
                 raise self._invalid("None inside an array", field, array, lengths,
                                     pc.index(values.is_null(), True).as_py())
-        if _family(values.type) not in ("bool", "int", "float", "null"):
-            raise _Invalid(f"a {array.type} column holds {values.type} values, not numbers", field, self, None)
+        if arrow_family(values.type) not in ("bool", "int", "float", "null"):
+            raise Invalid(f"a {array.type} column holds {values.type} values, not numbers", field, self, None)
         try:
             flat = cast_numbers(values, self.dtype) if values.type != pa.null() else pa.array([], self._item_type())
         except CastError as error:
@@ -139,7 +139,7 @@ class Array(Feature):
         """The length of each level of lists in a column of `arrow_type` (None: any): the
         shape for nested lists, or the flat shape of the stored form."""
         depth, inner, sizes = 0, arrow_type, []
-        while _family(inner) == "list":
+        while arrow_family(inner) == "list":
             sizes.append(inner.list_size if pa.types.is_fixed_size_list(inner) else None)
             depth, inner = depth + 1, inner.value_type
         if depth == len(self.shape):
@@ -149,15 +149,15 @@ class Array(Feature):
         stored = (None, self._row_size) if self.variable else (math.prod(self.shape),)
         if depth == len(stored) and all(s is None or s == n for s, n in zip(stored, sizes)):
             return stored
-        raise _Invalid(f"wrong shape: a {arrow_type} column nests {depth} level(s) of lists, expected "
+        raise Invalid(f"wrong shape: a {arrow_type} column nests {depth} level(s) of lists, expected "
                        f"{len(self.shape)} (shape {self.shape}) or the stored form {self.arrow_type()}",
                        field, self, None)
 
-    def _invalid(self, reason: str, field: str, array: pa.Array, lengths: list[np.ndarray], position: int) -> _Invalid:
-        """An `_Invalid` for item `position` of the level below `lengths`, naming its row of `array`."""
+    def _invalid(self, reason: str, field: str, array: pa.Array, lengths: list[np.ndarray], position: int) -> Invalid:
+        """An `Invalid` for item `position` of the level below `lengths`, naming its row of `array`."""
         for counts in reversed(lengths):
             position = row_of(position, counts)
-        return _Invalid(reason, field, self, array[position].as_py(), position)
+        return Invalid(reason, field, self, array[position].as_py(), position)
 
     def _stored(self, flat: pa.Array, array: pa.Array) -> pa.Array:
         """The numbers `flat` of the rows of `array` (none for its null rows) in the stored form."""
@@ -171,13 +171,13 @@ class Array(Feature):
                 flat = pa.array(full.reshape(-1))
             return pa.FixedSizeListArray.from_arrays(flat, size, mask=mask)
         child = pa.FixedSizeListArray.from_arrays(flat, self._row_size) if len(self.shape) > 1 else flat
-        return pa.LargeListArray.from_arrays(_offsets(_lengths(array)), child, mask=mask)
+        return pa.LargeListArray.from_arrays(list_offsets(list_lengths(array)), child, mask=mask)
 
     def _item_type(self) -> pa.DataType:
         return pa.from_numpy_dtype(self._np_dtype)
 
     def build_array(self, values: list[Any]) -> pa.Array:
-        mask = _null_mask(values)
+        mask = null_mask(values)
         if not self.variable:
             size = math.prod(self.shape)
             zeros = np.zeros(self.shape, dtype=self.dtype)
@@ -191,7 +191,7 @@ class Array(Feature):
         child = pa.array(flat)
         if len(self.shape) > 1:
             child = pa.FixedSizeListArray.from_arrays(child, self._row_size)
-        return pa.LargeListArray.from_arrays(_offsets(lengths), child, mask=mask)
+        return pa.LargeListArray.from_arrays(list_offsets(lengths), child, mask=mask)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         """One numpy array of the declared shape per row: read-only views of Arrow memory
@@ -199,12 +199,12 @@ class Array(Feature):
         if len(array) == 0:
             return []
         if not self.variable:
-            return _restore_nulls(list(self._fixed_rows(array)), array)
+            return restore_nulls(list(self._fixed_rows(array)), array)
         values = array.flatten()
         if len(self.shape) > 1:
             values = values.flatten()
         flat = numpy_values(values).reshape((-1,) + self.shape[1:])
-        return _restore_nulls(np.split(flat, np.cumsum(_lengths(array))[:-1]), array)
+        return restore_nulls(np.split(flat, np.cumsum(list_lengths(array))[:-1]), array)
 
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
         if self.variable or len(array) == 0:

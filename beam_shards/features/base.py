@@ -4,7 +4,7 @@ A kind (in its own module) says how a value is checked and encoded, which Arrow 
 holds it, how its column decodes back (`decode`), how a value reads for people
 (`describe`), which file paths a value names (`map_paths`), and its JSON form. This
 module holds what the kinds have in common: the registry `feature_from_dict` builds
-kinds from (`@kind`), and the internal `_Invalid` error that `Features` turns into an
+kinds from (`@kind`), and the internal `Invalid` error that `Features` turns into an
 `EncodeError`.
 """
 
@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.columns import numpy_values, row_getter
 from beam_shards.display import clip, printable
 from beam_shards.errors import FeatureError
+from beam_shards.features.columns import numpy_values, row_getter
 
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -32,7 +32,7 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError
 _KINDS: dict[str, type[Feature]] = {}
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """A value does not fit a feature; `encode_example` adds the example and field."""
 
     def __init__(self, reason: str, field: str, feature: Feature, value: Any, row: int | None = None):
@@ -58,7 +58,7 @@ class Feature:
         return cls(**args)
 
     def encode(self, value: Any, field: str) -> Any:
-        """Returns `value` in the form `build_array` takes; raises `_Invalid`."""
+        """Returns `value` in the form `build_array` takes; raises `Invalid`."""
         raise NotImplementedError
 
     # The exact Python type of a value that may already be what `encode` returns, stored
@@ -117,19 +117,19 @@ class Feature:
             return f"{len(value):,} bytes"
         return clip(repr(value), limit)
 
-    def _fail(self, reason: str, field: str, value: Any) -> _Invalid:
-        return _Invalid(reason, field, self, value)
+    def _fail(self, reason: str, field: str, value: Any) -> Invalid:
+        return Invalid(reason, field, self, value)
 
     def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
         """`array` cast to this feature's Arrow type and checked by the rules `encode` applies
-        to one value; raises `_Invalid` with the row."""
+        to one value; raises `Invalid` with the row."""
         if isinstance(array, pa.ChunkedArray):
             return by_chunk(array, lambda chunk: self.check_array(chunk, field), self.arrow_type())
-        family = _family(array.type)
+        family = arrow_family(array.type)
         if family not in self._batch_sources() + ("null",):
-            raise _Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
+            raise Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
         if not self.nullable and array.null_count:
-            raise _Invalid(NONE_REQUIRED, field, self, None, pc.index(array.is_null(), True).as_py())
+            raise Invalid(NONE_REQUIRED, field, self, None, pc.index(array.is_null(), True).as_py())
         if family == "null":
             return array.cast(self.arrow_type())
         array = self._cast_array(array, field)
@@ -138,13 +138,13 @@ class Feature:
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
         """`array` (of a family `_batch_sources` names) in this feature's Arrow type, no value
-        changed; raises `_Invalid` with the row. Kinds whose values hold numbers or items
+        changed; raises `Invalid` with the row. Kinds whose values hold numbers or items
         cast them by the rules of their `encode`."""
         try:
             return array.cast(self.arrow_type(), safe=True)
         except _ARROW_ERRORS as error:
             row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
-            raise _Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
+            raise Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
                            None if row is None else array[row].as_py(), row) from None
 
     def _check_values(self, array: pa.Array, field: str) -> None:
@@ -152,7 +152,7 @@ class Feature:
 
     def _batch_sources(self) -> tuple[str, ...]:
         """The Arrow type families a batch column may have to be cast to this feature."""
-        return (_family(self.arrow_type()),)
+        return (arrow_family(self.arrow_type()),)
 
     def encode_or_null(self, value: Any, field: str) -> Any:
         if value is None:
@@ -261,12 +261,12 @@ def cast_numbers(values: pa.Array, dtype: str) -> pa.Array:
 
 
 def by_chunk(array: pa.ChunkedArray, check: Callable[[pa.Array], pa.Array], arrow_type: pa.DataType) -> pa.ChunkedArray:
-    """`check` applied to each chunk of `array`; an `_Invalid` it raises names the row in the whole array."""
+    """`check` applied to each chunk of `array`; an `Invalid` it raises names the row in the whole array."""
     checked, start = [], 0
     for chunk in array.chunks:
         try:
             checked.append(check(chunk))
-        except _Invalid as invalid:
+        except Invalid as invalid:
             if invalid.row is not None:
                 invalid.row += start
             raise
@@ -279,7 +279,7 @@ def row_of(position: int, lengths: np.ndarray) -> int:
     return int(np.searchsorted(np.cumsum(lengths), position, side="right"))
 
 
-def _family(arrow_type: pa.DataType) -> str:
+def arrow_family(arrow_type: pa.DataType) -> str:
     """Arrow types grouped by what a value means: casts stay inside a family (ints may become floats)."""
     for family, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer),
                          ("float", pa.types.is_floating), ("string", pa.types.is_string),
@@ -300,12 +300,12 @@ def _casts(array: pa.Array, target: pa.DataType) -> bool:
     return True
 
 
-def _null_mask(values: list[Any]) -> pa.Array | None:
+def null_mask(values: list[Any]) -> pa.Array | None:
     nulls = [v is None for v in values]
     return pa.array(nulls) if any(nulls) else None
 
 
-def _lengths(array: pa.Array) -> np.ndarray:
+def list_lengths(array: pa.Array) -> np.ndarray:
     """The length of each list in a list array (0 for null, as `flatten` skips what a null holds).
 
     Read from the offsets: pyarrow's `fill_null` and `to_numpy` import pandas when it is
@@ -324,12 +324,12 @@ def _lengths(array: pa.Array) -> np.ndarray:
     return lengths
 
 
-def _offsets(lengths: np.ndarray) -> pa.Array:
+def list_offsets(lengths: np.ndarray) -> pa.Array:
     """The offsets of a list array whose lists have `lengths`."""
     return pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
 
 
-def _restore_nulls(rows: list[Any], array: pa.Array) -> list[Any]:
+def restore_nulls(rows: list[Any], array: pa.Array) -> list[Any]:
     """`rows` decoded from `array`, with None where `array` is null."""
     if array.null_count == 0:
         return rows

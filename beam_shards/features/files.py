@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards import fs, images
-from beam_shards.columns import binary_values, null_flags, row_getter
 from beam_shards.display import human_size
-from beam_shards.features.base import Feature, _Invalid, check_nullable, kind
+from beam_shards.features import image_check, image_codec
+from beam_shards.features.base import Feature, Invalid, check_nullable, kind
+from beam_shards.features.columns import binary_values, null_flags, row_getter
+from beam_shards.storage import fs
 
 
 class _EncodedFile(Feature):
@@ -68,7 +69,7 @@ class _EncodedFile(Feature):
                 try:
                     self.check_bytes(data)
                 except ValueError as error:
-                    raise _Invalid(str(error), field, self, data, row) from None
+                    raise Invalid(str(error), field, self, data, row) from None
 
     def _bytes_or_file(self, value: Any) -> bytes | None:
         """`value` itself when it is bytes, the file it names when it is a path or URI, else None.
@@ -96,22 +97,22 @@ class Image(_EncodedFile):
     """
 
     def check_bytes(self, data: bytes) -> None:
-        images.sniff_format(data)
+        image_check.sniff_format(data)
 
     def _check_values(self, array: pa.Array, field: str) -> None:
         data, ends = binary_values(array)
         if len(array) == 0:
             return
         first = int(ends[0])
-        bad = images.first_bad_image(data[first:int(ends[-1])], ends - first, null_flags(array))
+        bad = image_check.first_bad_image(data[first:int(ends[-1])], ends - first, null_flags(array))
         if bad is not None:
             row, reason = bad
-            raise _Invalid(reason, field, self, array[row].as_py(), row)
+            raise Invalid(reason, field, self, array[row].as_py(), row)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         if image_mode == "bytes":
             return array.to_pylist()
-        return [None if data is None else images.decode(data, image_mode) for data in array.to_pylist()]
+        return [None if data is None else image_codec.decode(data, image_mode) for data in array.to_pylist()]
 
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
         raw = row_getter(array)
@@ -120,11 +121,11 @@ class Image(_EncodedFile):
 
         def read(k: int) -> Any:
             data = raw(k)
-            return None if data is None else images.decode(data, image_mode)
+            return None if data is None else image_codec.decode(data, image_mode)
         return read
 
     def _describe(self, value: bytes, limit: int) -> str:
-        return images.describe(value)
+        return image_codec.describe(value)
 
     def _to_bytes(self, value: Any) -> bytes:
         data = self._bytes_or_file(value)
@@ -137,9 +138,9 @@ class Image(_EncodedFile):
                 return fs.read_bytes(value["path"])
             raise ValueError("image dict has neither bytes nor path")
         if isinstance(value, np.ndarray):
-            return images.encode_array(value)
+            return image_codec.encode_array(value)
         if type(value).__module__.startswith("PIL."):
-            return images.encode_pil(value)
+            return image_codec.encode_pil(value)
         raise ValueError("expected image bytes, a path, a PIL image or a uint8 numpy array")
 
 

@@ -11,7 +11,7 @@ import functools
 import hashlib
 import json
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, FeatureError
-from beam_shards.features.base import Feature, _Invalid, feature_from_dict
+from beam_shards.features.base import Feature, Invalid, feature_from_dict
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
 
@@ -132,7 +132,7 @@ class Features(Mapping[str, Feature]):
                 f"(the features declare {', '.join(map(repr, self._features))})", example=key, field=extra[0])
         try:
             return tuple([encode(example[name], name) for name, encode in self._encoders])
-        except _Invalid as invalid:
+        except Invalid as invalid:
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
                               feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
 
@@ -174,9 +174,26 @@ class Features(Mapping[str, Feature]):
             batch = self.build_columns(columns)
             for (name, feature), column in zip(self._items, batch.columns):
                 feature._check_values(column, name)
-        except (_Invalid, pa.ArrowException, ValueError, TypeError, OverflowError):
+        except (Invalid, pa.ArrowException, ValueError, TypeError, OverflowError):
             return None
         return batch
+
+    def encode_batch_or_rows(self, batch: pa.RecordBatch | pa.Table, key: Any,
+                             rows: Callable[[], Iterable[tuple[Any, Any]]] | None,
+                             ) -> tuple[pa.Table | None, Iterable[tuple[Any, Any]]]:
+        """`(table, ())` for a batch whose rows all fit (as `encode_batch` checks them);
+        `(None, rows())` when one does not, so the caller encodes its `(key, row)` pairs
+        one at a time and names, or skips, the bad row alone.
+
+        Raises:
+          EncodeError: a row does not fit and `rows` is None.
+        """
+        try:
+            return self.encode_batch(batch, key), ()
+        except EncodeError:
+            if rows is None:
+                raise
+            return None, rows()
 
     def encode_batch(self, batch: pa.RecordBatch | pa.Table, key: Any = None) -> pa.Table:
         """Checks rows already in Arrow form and returns them in this schema.
@@ -210,7 +227,7 @@ class Features(Mapping[str, Feature]):
                                   feature=repr(feature)) from None
             try:
                 columns.append(feature.check_array(column, name))
-            except _Invalid as invalid:
+            except Invalid as invalid:
                 raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=repr(invalid.feature),
                                   got=None if invalid.value is None else short_repr(invalid.value),
                                   row=invalid.row) from None

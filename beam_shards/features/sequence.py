@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (Feature, _Invalid, _lengths, _null_mask, _offsets, _restore_nulls,
-                                       check_nullable, feature_from_dict, kind, row_of)
+from beam_shards.features.base import (Feature, Invalid, check_nullable, feature_from_dict, kind, list_lengths,
+                                       list_offsets, null_mask, restore_nulls, row_of)
 
 
 @kind
@@ -44,29 +44,29 @@ class Sequence(Feature):
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
         """The items checked and cast by the item feature, as `encode` does item by item."""
-        lengths = _lengths(array)
+        lengths = list_lengths(array)
         try:
             items = self.feature.check_array(array.flatten(), f"{field}[]")
-        except _Invalid as invalid:
+        except Invalid as invalid:
             if invalid.row is not None:
                 invalid.row = row_of(invalid.row, lengths)
             raise
-        return pa.LargeListArray.from_arrays(_offsets(lengths), items, type=self.arrow_type(),
+        return pa.LargeListArray.from_arrays(list_offsets(lengths), items, type=self.arrow_type(),
                                              mask=array.is_null() if array.null_count else None)
 
     def build_array(self, values: list[Any]) -> pa.Array:
-        mask = _null_mask(values)
+        mask = null_mask(values)
         lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
         flat = [item for v in values if v is not None for item in v]
         child = self.feature.build_array(flat)
-        return pa.LargeListArray.from_arrays(_offsets(lengths), child, type=self.arrow_type(), mask=mask)
+        return pa.LargeListArray.from_arrays(list_offsets(lengths), child, type=self.arrow_type(), mask=mask)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
         """A list per row of the items decoded as the item feature decodes them."""
         items = self.feature.decode(array.flatten(), image_mode)
-        ends = np.cumsum(_lengths(array)).tolist()
+        ends = np.cumsum(list_lengths(array)).tolist()
         starts = [0] + ends[:-1]
-        return _restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
+        return restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
 
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         return [self.feature.map_paths(item, change) for item in value] if isinstance(value, list) else value

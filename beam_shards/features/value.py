@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
-                                       _family, _Invalid, cast_numbers, cast_safely, check_nullable, kind)
+                                       Invalid, arrow_family, cast_numbers, cast_safely, check_nullable, kind)
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 # `Feature.plain_type` per dtype: ints out of range fail to build (numpy refuses them),
@@ -87,7 +87,7 @@ class Value(Feature):
 
     def _batch_sources(self) -> tuple[str, ...]:
         return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
-                "string": ("string", "binary")}.get(self.dtype, (_family(self.arrow_type()),))
+                "string": ("string", "binary")}.get(self.dtype, (arrow_family(self.arrow_type()),))
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
         if self.dtype not in NUMERIC_DTYPES:
@@ -95,7 +95,7 @@ class Value(Feature):
         try:
             return cast_numbers(array, self.dtype)
         except CastError as error:
-            raise _Invalid(str(error), field, self, array[error.index].as_py(), error.index) from None
+            raise Invalid(str(error), field, self, array[error.index].as_py(), error.index) from None
 
     def _as_int(self, value: Any, field: str) -> int:
         if isinstance(value, (bool, np.bool_)):
@@ -199,14 +199,14 @@ class ClassLabel(Feature):
         return f"ClassLabel(num_classes={self.num_classes}{self._nullable_repr()})"
 
     def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
-        if _family(array.type) == "string":
+        if arrow_family(array.type) == "string":
             if self.names is None:
-                raise _Invalid("class names are not declared, so a column of names cannot be read", field, self, None)
+                raise Invalid("class names are not declared, so a column of names cannot be read", field, self, None)
             ids = pc.index_in(array, value_set=pa.array(self.names))
             unknown = pc.and_(ids.is_null(), array.is_valid())
             if pc.any(unknown).as_py():
                 row = pc.index(unknown, True).as_py()
-                raise _Invalid("unknown class name", field, self, array[row].as_py(), row)
+                raise Invalid("unknown class name", field, self, array[row].as_py(), row)
             array = ids
         return super().check_array(array, field)
 
@@ -214,7 +214,7 @@ class ClassLabel(Feature):
         bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
-            raise _Invalid(f"class id out of range 0..{self.num_classes - 1}", field, self, array[row].as_py(), row)
+            raise Invalid(f"class id out of range 0..{self.num_classes - 1}", field, self, array[row].as_py(), row)
 
     def encode(self, value: Any, field: str) -> int:
         if isinstance(value, str):

@@ -44,7 +44,10 @@ import traceback
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_shards import Features, Value, WriteToArrowShards, commit, fs, local, sink, write_shards
+from beam_shards import Features, Value, WriteToArrowShards, write as local, write_shards
+from beam_shards.beam import sink
+from beam_shards.storage import fs
+from beam_shards.versions import commit
 
 FEATURES = Features({"id": Value("int64"), "version": Value("string"), "payload": Value("binary")})
 PARTS = 4

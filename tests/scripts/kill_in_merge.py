@@ -15,9 +15,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from beam_shards.beam import sink  # noqa: E402
+from beam_shards.shards.writer import ShardWriter  # noqa: E402
+
 import test_merge  # noqa: E402
-from beam_shards import sink  # noqa: E402
-from beam_shards.writer import ShardWriter  # noqa: E402
 
 
 def main(path: str, kill_after: int) -> None:

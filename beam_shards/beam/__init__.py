@@ -1,0 +1,1 @@
+"""The Apache Beam transforms: the sink, the source and their counters."""

@@ -1,0 +1,386 @@
+"""`WriteToArrowShards`: the Beam sink, size-rotated shards per bundle, published as one new version.
+
+The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
+
+- initialize: a write id is made when the pipeline runs (`NewWriteId`), so a re-run
+  of the same pipeline or template never reuses one.
+- write: each bundle attempt encodes its examples and stages size-rotated shards in
+  a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
+  bundles never collide; a failed attempt removes its files. A write id given at
+  construction reaches the DoFn with it; one made when the pipeline runs comes as a
+  side input, which costs Beam's per-window invoker on every element. With
+  `on_bad="skip"`, an example that does not fit goes to a tagged output instead (only
+  a committed bundle's reach it). Only the shards of committed bundles travel on,
+  through a shuffle that makes the list stable.
+- merge: so that shard sizes do not follow the runner's bundles, one step plans bins
+  of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
+  reshuffle spreads the bins over workers, and each bin's record batches are copied
+  into one new staged shard in a fresh attempt folder (a retried or repeated merge
+  never collides with another). A bin of one shard passes through unchanged.
+- finalize: `commit.publish` moves the listed shards to their final names and commits
+  them as the next version; run again, it finds its version and publishes nothing
+  more. Then the write's staging goes (with the merged inputs and any abandoned
+  merge attempt), and retention runs (`gc.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput, TaggedOutput
+from apache_beam.transforms import window
+from apache_beam.transforms.display import DisplayDataItem
+
+from beam_shards.beam import counters
+from beam_shards.display import short_repr
+from beam_shards.errors import EncodeError, best_effort
+from beam_shards.features import Features
+from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
+from beam_shards.format.manifest import Manifest
+from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
+from beam_shards.shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
+                                       WriterOptions, WrittenShard, split_key)
+from beam_shards.storage import fs
+from beam_shards.versions.commit import check_write, publish, remove_staging, staged_order, staged_shards
+from beam_shards.versions.gc import Retention, collect_garbage
+
+_LOGGER = logging.getLogger(__name__)
+ON_BAD = ("fail", "skip")
+BAD_TAG = "bad"
+
+
+class WriteWithBad(NamedTuple):
+    """What `WriteToArrowShards(..., on_bad="skip")` returns: the published manifest, and
+    the examples it skipped (Beam's dead-letter idiom).
+
+    Attributes:
+      manifest: a PCollection of one element, the published `Manifest`.
+      bad: a PCollection of one dict per skipped example: "key" (its key; for a row of a
+        batch, `(batch key, row)`), "example" (as given, or a short repr when it does
+        not pickle) and "reason" (the error, naming the field and the feature).
+    """
+
+    manifest: beam.PCollection
+    bad: beam.PCollection
+
+
+def _write_id_or_fallback(write_id: Any) -> str:
+    # Some runners (Prism, see apache/beam#36563) hand a DoFn an empty singleton side
+    # input. Fall back to a fresh id: staged paths travel with the shard results, so
+    # finalize still finds every file.
+    if isinstance(write_id, EmptySideInput):
+        _LOGGER.warning("beam_shards: the write id side input was empty; using a fresh id for this bundle")
+        return new_write_id()
+    return write_id
+
+
+def dead_letter(example: Any, key: Any, error: EncodeError) -> dict[str, Any]:
+    """The record of a skipped example: its key, the example (a short repr when it does not
+    pickle, so the record can travel between workers) and the reason."""
+    try:
+        pickle.dumps(example)
+    except Exception:  # noqa: BLE001 - anything pickle refuses
+        example = short_repr(example)
+    return {"key": key, "example": example, "reason": str(error)}
+
+
+class _WriteBundleFn(beam.DoFn):
+    """Encodes a bundle's examples and writes them into size-rotated staged shards.
+
+    With `on_bad="skip"` an example that does not fit is returned as a dead letter (the
+    `BAD_TAG` output) instead of failing the bundle; a batch that does not fit is
+    written row by row, so only its bad rows are skipped.
+    """
+
+    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+                 on_bad: str = "fail"):
+        self._layout = CacheLayout(path)
+        self._features = features
+        self._options = options
+        self._given_write_id = write_id
+        self._skip = on_bad == "skip"
+        self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_WRITTEN)
+        self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_WRITTEN)
+        self._shards = Metrics.counter(counters.NAMESPACE, counters.SHARDS_WRITTEN)
+        self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+
+    def start_bundle(self) -> None:
+        self._writer: ShardWriter | None = None
+        self._letters: list[dict[str, Any]] = []
+
+    def teardown(self) -> None:
+        # A step fused before this one failed mid-bundle: drop what this attempt staged.
+        self._discard()
+
+    def process(self, element: Any) -> list[TaggedOutput] | None:
+        key, example = split_key(element, None)
+        if self._writer is None:
+            attempt = self._layout.new_attempt(self._write_id)
+            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options,
+                                       self._skip_bad if self._skip else None)
+        try:
+            self._writer.add(example, key)
+        except BaseException:
+            self._discard()
+            raise
+        if self._letters:
+            return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()]
+        return None
+
+    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
+        """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
+        self._letters.append(dead_letter(example, key, error))
+        self._bad.inc()
+
+    def _take_letters(self) -> list[dict[str, Any]]:
+        """The dead letters made since the last call (plain examples are checked with their
+        batch, so a letter may come with a later element, or only at the bundle's end)."""
+        letters, self._letters = self._letters, []
+        return letters
+
+    def _discard(self) -> None:
+        # A failed attempt removes what it staged; the runner may retry the bundle.
+        writer, self._writer = getattr(self, "_writer", None), None
+        if writer is not None:
+            with best_effort("remove the files of a failed bundle", self._layout.path):
+                fs.delete(writer.abort())
+
+    def finish_bundle(self):
+        if self._writer is None:
+            return
+        try:
+            shards = self._writer.close()
+        except BaseException:
+            self._discard()
+            raise
+        self._writer = None
+        for letter in self._take_letters():
+            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
+        for shard in shards:
+            self._rows.inc(shard.num_rows)
+            self._shards.inc()
+            self._bytes.inc(shard.num_bytes)
+            yield window.GlobalWindows.windowed_value((self._write_id, shard))
+
+
+class _WriteBundleWithIdFn(_WriteBundleFn):
+    """`_WriteBundleFn` for a write whose id is made when the pipeline runs: it comes as a side input."""
+
+    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | None:
+        if self._write_id is None:
+            self._write_id = _write_id_or_fallback(write_id)
+        return super().process(element)
+
+
+def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
+    """The bins to merge, from every committed bundle's shards: `(write id, shards)` pairs.
+
+    Sorted by staged path first, so a retried plan makes the same bins whatever order
+    the shuffle gave. Shards stay with their write id's staging (only runners with an
+    empty write id side input stage under more than one).
+    """
+    by_write: dict[str, list[WrittenShard]] = {}
+    for write_id, shard in sorted(grouped, key=lambda item: (item[0], staged_order(item[1]))):
+        by_write.setdefault(write_id, []).append(shard)
+    bins = []
+    for write_id, shards in sorted(by_write.items()):
+        for indices in plan_bins([s.num_bytes for s in shards], options.shard_size_bytes,
+                                 rows=[s.num_rows for s in shards], max_rows=options.max_rows_per_shard,
+                                 overhead=overhead):
+            bins.append((write_id, [shards[i] for i in indices]))
+    return bins
+
+
+class _MergeBinFn(beam.DoFn):
+    """Merges one bin of staged shards into one new staged shard; a bin of one shard passes through."""
+
+    def __init__(self, path: str, features: Features, options: WriterOptions):
+        self._layout = CacheLayout(path)
+        self._features = features
+        self._options = options
+        self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
+
+    def process(self, element: tuple[str, list[WrittenShard]]):
+        write_id, shards = element
+        if len(shards) == 1:
+            yield write_id, shards[0]
+            return
+        attempt = self._layout.new_attempt(write_id)
+        merged = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression)
+        self._merged.inc(len(shards))
+        yield write_id, merged
+
+
+class _FinalizeFn(beam.DoFn):
+    """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
+
+    def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
+                 retention: Retention | None):
+        self._path = path
+        self._features = features
+        self._options = options
+        self._metadata = metadata
+        self._mode = mode
+        self._retention = retention
+
+    def process(self, unused: Any, write_id: Any, staged: list[tuple[str, WrittenShard]],
+                every_write_id: list[str] = ()):
+        if isinstance(write_id, EmptySideInput):
+            write_id = staged[0][0] if staged else new_write_id()
+        manifest = publish(self._path, write_id=write_id, features=self._features, staged=[s for _, s in staged],
+                           options=self._options, metadata=self._metadata, mode=self._mode)
+        # Bundles whose write id fell back to a fresh one staged elsewhere.
+        layout = CacheLayout(self._path)
+        for other in sorted(({w for w, _ in staged} | set(every_write_id)) - {write_id}):
+            with best_effort(f"remove the staging of write {other}", self._path):
+                remove_staging(layout, other)
+        if self._retention is not None:
+            with best_effort("apply retention after publishing", self._path):
+                collect_garbage(self._path, self._retention)
+        yield manifest
+
+
+class WriteToArrowShards(beam.PTransform):
+    """Writes a PCollection of examples into a cache of Arrow shards, published as a new version.
+
+    Elements are example dicts or `(key, dict)` pairs; a pyarrow RecordBatch or Table
+    of examples (or a `(key, batch)` pair) is also accepted and checked column by
+    column, which skips Beam's per-element cost for sources that read in batches.
+
+    Each bundle encodes its examples against `features` and writes size-rotated Arrow
+    IPC shards into `<path>/_staging/`; staged shards under half of `shard_size_bytes`
+    are then merged, in parallel, into shards near it by copying their record batches
+    (whatever the runner's bundles, at most one published shard is under half the
+    target), and one finalize step gives the shards their final
+    names and commits them as the next version (`_versions/<N>.json`, created only if
+    absent, then `_metadata.json`). Readers see the old version or the new, never a
+    mix, and a reader that opened an older version keeps reading it until retention
+    removes it. All file access goes through Beam's FileSystems, so gs:// and s3://
+    paths work.
+
+    Example:
+        >>> import apache_beam as beam
+        >>> from beam_shards import Features, Value, WriteToArrowShards
+        >>> features = Features({"id": Value("int64"), "text": Value("string")})
+        >>> with beam.Pipeline(runner="FnApiRunner") as p:  # doctest: +SKIP
+        ...     manifest = (p | beam.Create(range(1000))
+        ...                 | beam.Map(lambda i: {"id": i, "text": str(i)})
+        ...                 | WriteToArrowShards("/tmp/cache", features))
+
+    Args:
+      path: the cache folder (local, gs://, s3://, ...).
+      features: the schema every example must match.
+      shard_size_bytes: target size of a shard on disk; a shard closes before a batch
+        would take it past this.
+      max_rows_per_shard: optional cap on rows per shard.
+      batch_size: rows per record batch at most.
+      batch_bytes: bytes per record batch at most (bounds a bundle's memory).
+      compression: None, "zstd" or "lz4".
+      metadata: free JSON-serializable metadata stored in the manifest.
+      mode: "overwrite" (publish these rows alone), "append" (the latest version's
+        shards plus these; same features and compression) or "error" (refuse a path
+        that already holds a cache, checked before the pipeline runs and again at
+        publish).
+      retention: the retention applied after publishing (`beam_shards.versions.gc.Retention`);
+        None to keep every version.
+      write_id: the id of this write, from `beam_shards.format.layout.new_write_id()`; by
+        default one is made when the pipeline runs. Give one to clean up after a failed
+        run yourself (`beam_shards.versions.commit.abandon(path, write_id)`); it must be new for
+        every run, or finalize takes the run for a retry of the published one.
+      on_bad: "fail" (the default): an example that does not fit fails the pipeline and
+        nothing is published. "skip": it is left out and goes to the `bad` output instead
+        (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
+        cache holds the other examples.
+
+    Returns (from `expand`):
+      A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
+      `WriteWithBad` of that and the skipped examples:
+
+          result = examples | WriteToArrowShards(path, features, on_bad="skip")
+          result.bad | beam.Map(print)   # {"key": ..., "example": ..., "reason": ...}
+
+    Raises:
+      ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
+        (at construction).
+      CacheExistsError: `mode="error"` and a cache is at `path`.
+      SchemaMismatchError: `mode="append"` to a cache of other features.
+      EncodeError: when the pipeline runs, for an example that does not match
+        `features` (names the example, the field and the feature); nothing is published.
+    """
+
+    def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
+                 max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
+                 metadata: dict[str, Any] | None = None, mode: str = "overwrite",
+                 retention: Retention | None = Retention(), write_id: str | None = None,
+                 on_bad: str = "fail"):
+        super().__init__()
+        if on_bad not in ON_BAD:
+            raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
+        self._on_bad = on_bad
+        self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+        self._metadata = check_write(path, features, metadata, mode)
+        if write_id is not None:
+            check_write_id(write_id)
+        self._path = path
+        self._features = features
+        self._mode = mode
+        self._retention = retention
+        self._write_id = write_id
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
+        if not pcoll.is_bounded:
+            raise ValueError("WriteToArrowShards publishes one cache once its input ends: it needs a bounded "
+                             "PCollection (window an unbounded one into files with another sink)")
+        do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
+        given = self._write_id
+        write_id = do_once | "NewWriteId" >> beam.Map(lambda _: given or new_write_id())
+        if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
+            # Shard results are emitted in the global window; finalize reads them all.
+            pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+        if given is None:
+            write = beam.ParDo(_WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
+                               AsSingleton(write_id))
+        else:  # no side input: Beam's faster invoker
+            write = beam.ParDo(_WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
+        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
+        staged = (
+            written.shards
+            # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
+            | "Pair" >> beam.Map(lambda shard: (None, shard))
+            | "GroupShards" >> beam.GroupByKey())
+        options, overhead = self._options, file_overhead(self._features)
+        merged = (
+            staged
+            | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
+            # Bins are spread over workers; each is merged by one DoFn call.
+            | "SpreadBins" >> beam.Reshuffle()
+            | "MergeBins" >> beam.ParDo(_MergeBinFn(self._path, self._features, self._options))
+            # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
+            | "PairMerged" >> beam.Map(lambda shard: (None, shard))
+            | "GroupMerged" >> beam.GroupByKey()
+            | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
+        write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
+        manifest = do_once | "Finalize" >> beam.ParDo(
+            _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
+            AsSingleton(write_id), AsList(merged), AsList(write_ids))
+        return WriteWithBad(manifest, written[BAD_TAG]) if self._on_bad == "skip" else manifest
+
+    def display_data(self) -> dict[str, Any]:
+        options = self._options
+        return {
+            "path": DisplayDataItem(self._path, label="Cache path"),
+            "mode": DisplayDataItem(self._mode, label="Mode"),
+            "on_bad": DisplayDataItem(self._on_bad, label="Examples that do not fit"),
+            "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
+            "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
+            "compression": DisplayDataItem(str(options.compression), label="Compression"),
+            "features": DisplayDataItem(repr(self._features), label="Features"),
+        }

@@ -1,0 +1,5 @@
+import sys
+
+from beam_shards.cli.commands import main
+
+sys.exit(main())

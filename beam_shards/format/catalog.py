@@ -1,0 +1,189 @@
+"""Reading the versions of a cache: the latest, a pinned one, or every version still kept.
+
+Readers open `_metadata.json` (one read: the latest version) or `_versions/<N>.json`
+for a pinned version; writers and gc list `_versions/` to find the newest committed
+version, which `_metadata.json` follows. A format-1 cache (no `_versions/`) is version 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FileTooLargeError, VersionNotFoundError
+from beam_shards.format.layout import CacheLayout, parse_version_name
+from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
+from beam_shards.storage import fs
+
+
+def _read(path: str, where: str) -> Manifest:
+    try:
+        raw = fs.read_bytes(where, limit=MAX_MANIFEST_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except FileTooLargeError:
+        raise CorruptCacheError(f"{where} holds more than {MAX_MANIFEST_BYTES:,} bytes, more than a manifest may"
+                                ) from None
+    except OSError as error:
+        if not fs.is_local(where) and not fs.exists(where):
+            raise FileNotFoundError(where) from None
+        raise CorruptCacheError(f"cannot read {where}: {error}") from None
+    return Manifest.from_json(raw, path, where)
+
+
+def read_pointer(path: str) -> Manifest:
+    """The manifest `_metadata.json` holds: the latest published version.
+
+    Raises:
+      CacheNotFoundError: there is no `_metadata.json`. CorruptCacheError: it is invalid.
+    """
+    layout = CacheLayout(path)
+    try:
+        return _read(path, layout.manifest)
+    except (FileNotFoundError, NotADirectoryError):
+        raise CacheNotFoundError(_not_found_message(layout)) from None
+
+
+def read_version(path: str, number: int) -> Manifest:
+    """Version `number` from `_versions/`.
+
+    Raises:
+      FileNotFoundError: no such version file. CorruptCacheError: it is invalid, or
+        holds another version than its name says.
+    """
+    where = CacheLayout(path).version(number)
+    manifest = _read(path, where)
+    if manifest.version != number:
+        raise CorruptCacheError(f"{where} holds version {manifest.version}, not {number}")
+    return manifest
+
+
+def version_numbers(path: str) -> list[int]:
+    """The numbers of the versions in `_versions/`, oldest first (one listing).
+
+    Locally every entry counts, not only files: a folder or a FIFO where a version
+    should be is that version, damaged, not a version that is gone.
+
+    Raises:
+      CorruptCacheError: `_versions/` cannot be listed.
+    """
+    layout = CacheLayout(path)
+    if fs.is_local(path):
+        folder = fs.local_path(layout.versions_dir)
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+        except OSError as error:
+            raise CorruptCacheError(f"cannot list {layout.versions_dir}: {error}") from None
+    else:
+        names = [p.rsplit("/", 1)[-1] for p in fs.list_dir(layout.versions_dir)]
+    return sorted(n for n in map(parse_version_name, names) if n is not None)
+
+
+def read_metadata(path: str, *, version: int | None = None, check_files: bool = True) -> Manifest:
+    """Reads and validates the manifest of one version of the cache at `path`.
+
+    Example:
+        >>> manifest = read_metadata("/tmp/my_cache")  # doctest: +SKIP
+        >>> manifest.version, manifest.num_rows, manifest.num_shards  # doctest: +SKIP
+        >>> first = read_metadata("/tmp/my_cache", version=1)  # doctest: +SKIP
+
+    Args:
+      path: the cache folder (local, gs://, s3://...).
+      version: the version to read; None for the latest.
+      check_files: also check that every listed shard exists with its recorded size.
+
+    Raises:
+      CacheNotFoundError: no `_metadata.json` at `path`.
+      VersionNotFoundError: `version` is not kept (the message lists those that are).
+      CorruptCacheError: the manifest is invalid, of an unknown format version, or a
+        shard is missing or has another size than recorded.
+    """
+    latest = read_pointer(path)
+    manifest = latest
+    if version is not None and version != latest.version:
+        if type(version) is not int or version < 1:
+            raise ValueError(f"version must be a positive int or None; got {version!r}")
+        try:
+            manifest = read_version(path, version)
+        except (FileNotFoundError, NotADirectoryError):
+            kept = version_numbers(path) or [latest.version]
+            raise VersionNotFoundError(
+                f"the cache at {path} has no version {version}: it was never published or retention removed it "
+                f"(kept: {_ranges(kept)})") from None
+    if check_files:
+        problems = check_shard_sizes(manifest)
+        if problems:
+            raise CorruptCacheError(f"version {manifest.version} of the cache at {path} is damaged: "
+                                    + "; ".join(problems))
+    return manifest
+
+
+def list_versions(path: str) -> list[Manifest]:
+    """Every version of the cache at `path` still kept, oldest first.
+
+    Raises:
+      CacheNotFoundError: no cache at `path`. CorruptCacheError: a manifest is invalid.
+    """
+    latest = read_pointer(path)
+    found = {}
+    for number in version_numbers(path):
+        try:
+            found[number] = read_version(path, number)
+        except FileNotFoundError:  # removed by gc since the listing
+            continue
+    found.setdefault(latest.version, latest)
+    return [found[n] for n in sorted(found)]
+
+
+def latest_committed(path: str) -> Manifest | None:
+    """The newest committed version, for writers and gc: `_versions/` first, else `_metadata.json`.
+
+    A version is committed once its `_versions/` file exists, even if a writer died
+    before `_metadata.json` caught up; a format-1 cache has only `_metadata.json`.
+    """
+    numbers = version_numbers(path)
+    for number in reversed(numbers):
+        try:
+            return read_version(path, number)
+        except FileNotFoundError:
+            continue
+    try:
+        return read_pointer(path)
+    except CacheNotFoundError:
+        return None
+
+
+def check_shard_sizes(manifest: Manifest) -> list[str]:
+    """One problem per listed shard that is missing, not a file, or not of its recorded size."""
+    paths = [manifest.shard_path(i) for i in range(manifest.num_shards)]
+    found = fs.sizes(paths) if paths else {}
+    problems = []
+    for shard, path in zip(manifest.shards, paths):
+        size = found[path]
+        if size is None:
+            problems.append(f"shard {shard.file} is missing")
+        elif size < 0:
+            problems.append(f"shard {shard.file} is not a regular file")
+        elif size != shard.num_bytes:
+            problems.append(size_problem(f"shard {shard.file}", size, shard.num_bytes))
+    return problems
+
+
+def _not_found_message(layout: CacheLayout) -> str:
+    text = f"no beam_shards cache at {layout.path}: {layout.manifest} does not exist"
+    if fs.exists(layout.staging_root):
+        text += " (a write is in progress there, or was killed: `beam-shards gc` cleans up after it)"
+    return text
+
+
+def _ranges(numbers: list[int]) -> str:
+    """1, 2, 3, 5 -> "1-3, 5"."""
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts)

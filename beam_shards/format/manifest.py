@@ -1,0 +1,277 @@
+"""The manifest: what one version of a cache holds, and its JSON form (pure logic, no I/O).
+
+A version's manifest lists its shards (file name, rows, bytes, checksum), its
+features, and how and when it was written. It is stored twice: immutable as
+`_versions/<N>.json` (format version 2), and as a copy of the latest in
+`_metadata.json`, written as format 1 plus the version number, so readers of format 1
+still open the latest version. Parsing trusts nothing in the file: every field is
+checked and any problem is a `CorruptCacheError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from typing import Any
+
+from beam_shards.errors import CorruptCacheError, FeatureError
+from beam_shards.features import Features
+from beam_shards.format.layout import CacheLayout, write_id_of_shard
+from beam_shards.storage.checksum import CHECKSUM_PATTERN
+
+FORMAT_NAME = "beam_shards"
+FORMAT_VERSION = 2
+# The format `_metadata.json` is written in: format-1 readers open the latest version from it.
+POINTER_FORMAT_VERSION = 1
+COMPRESSIONS = (None, "zstd", "lz4")
+MODES = ("overwrite", "append", "error")
+MAX_MANIFEST_BYTES = 256 << 20
+# How deeply a manifest may nest lists and objects (features and metadata included), so that
+# every reader, the CLI and json.dumps handle it far from Python's recursion limit.
+MAX_DEPTH = 64
+_MAX_COUNT = 2**62
+_REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
+             "shards", "compression", "writer", "metadata")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a version: its file name in the cache folder, rows, bytes on disk and checksum."""
+
+    file: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """One published version of a cache: its features, its shards and how it was written.
+
+    Attributes:
+      path: the cache folder (not stored in the file).
+      version: the version number, 1 for the first publish (and for a format-1 cache).
+      write_id: the id of the write that published this version.
+      features: the schema.
+      shards: the shards, in row order.
+      compression: None, "zstd" or "lz4".
+      metadata: free user metadata.
+      writer: package, pyarrow, Beam and Python versions of the writer.
+      created: when the version was published (UTC, ISO 8601).
+      parent_version: the latest version when this one was published (None for the first).
+      mode: "overwrite", "append" or "error", as the write was asked.
+    """
+
+    path: str
+    version: int
+    write_id: str
+    features: Features
+    shards: tuple[ShardInfo, ...]
+    compression: str | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    writer: dict[str, str] = dataclasses.field(default_factory=dict)
+    created: str = ""
+    parent_version: int | None = None
+    mode: str = "overwrite"
+
+    @property
+    def num_rows(self) -> int:
+        return sum(shard.num_rows for shard in self.shards)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(shard.num_bytes for shard in self.shards)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    @property
+    def schema_fingerprint(self) -> str:
+        return self.features.fingerprint()
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.version, self.write_id))
+
+    @property
+    def created_at(self) -> datetime.datetime | None:
+        """`created` as a UTC time; None when it is missing or not ISO 8601."""
+        try:
+            parsed = datetime.datetime.fromisoformat(self.created)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+
+    def shard_path(self, index: int) -> str:
+        """The full path of shard `index`."""
+        return CacheLayout(self.path).shard(self.shards[index].file)
+
+    def __repr__(self) -> str:
+        return (f"Manifest(path={self.path!r}, version={self.version}, write_id={self.write_id!r}, "
+                f"num_rows={self.num_rows}, num_shards={self.num_shards}, num_bytes={self.num_bytes}, "
+                f"compression={self.compression!r})")
+
+    def to_dict(self, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "format_version": format_version,
+            "version": self.version,
+            "write_id": self.write_id,
+            "created": self.created,
+            "parent_version": self.parent_version,
+            "mode": self.mode,
+            "features": self.features.to_dict(),
+            "schema_fingerprint": self.schema_fingerprint,
+            "num_rows": self.num_rows,
+            "num_bytes": self.num_bytes,
+            "compression": self.compression,
+            "shards": [{"file": s.file, "num_rows": s.num_rows, "num_bytes": s.num_bytes, "checksum": s.checksum}
+                       for s in self.shards],
+            "writer": self.writer,
+            "metadata": self.metadata,
+        }
+
+    def to_json(self, format_version: int = FORMAT_VERSION) -> bytes:
+        return json.dumps(self.to_dict(format_version), indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, raw: bytes, path: str, where: str) -> Manifest:
+        """Parses and checks the manifest bytes read from `where`, for the cache at `path`.
+
+        Raises:
+          CorruptCacheError: not UTF-8 JSON, nested more than `MAX_DEPTH` levels, NaN or
+            infinite numbers, or any field missing or invalid; the message names `where`
+            and the field.
+        """
+        return cls.from_dict(parse_json(raw, where), path, where)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str, where: str) -> Manifest:
+        """Checks parsed manifest data; raises CorruptCacheError naming what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise CorruptCacheError(f"{where} is not a beam_shards manifest (no \"format\": \"{FORMAT_NAME}\")")
+        format_version = data.get("format_version")
+        if type(format_version) is not int or not 1 <= format_version <= FORMAT_VERSION:
+            raise CorruptCacheError(
+                f"{where} has format version {_shown(format_version)}; this beam_shards reads versions 1 to "
+                f"{FORMAT_VERSION}" + (" (upgrade beam_shards to read it)" if type(format_version) is int
+                                       and format_version > FORMAT_VERSION else ""))
+        missing = [name for name in _REQUIRED if name not in data]
+        if missing:
+            raise CorruptCacheError(f"{where} lacks the field(s) {', '.join(missing)}")
+        if data["compression"] not in COMPRESSIONS:
+            raise CorruptCacheError(f"{where} has an unknown compression {_shown(data['compression'])}")
+        if not isinstance(data["metadata"], dict) or not isinstance(data["writer"], dict):
+            raise CorruptCacheError(f"{where}: \"metadata\" and \"writer\" must be JSON objects")
+        if not all(isinstance(value, str) for value in data["writer"].values()):
+            raise CorruptCacheError(f"{where}: \"writer\" must name each package's version as a string")
+        try:
+            features = Features.from_dict(data["features"])
+        except FeatureError as error:
+            raise CorruptCacheError(f"{where} has invalid features: {error}") from None
+        if features.fingerprint() != data["schema_fingerprint"]:
+            raise CorruptCacheError(
+                f"{where}: schema fingerprint {_shown(data['schema_fingerprint'])} does not match its features "
+                f"({features.fingerprint()!r}); the manifest was edited")
+        if not isinstance(data["shards"], list):
+            raise CorruptCacheError(f"{where}: \"shards\" must be a list")
+        shards = tuple(_parse_shard(entry, i, where) for i, entry in enumerate(data["shards"]))
+        names = [s.file for s in shards]
+        if len(set(names)) != len(names):
+            raise CorruptCacheError(f"{where} lists a shard file more than once")
+        for field, unit in (("num_rows", "rows"), ("num_bytes", "bytes")):
+            total = sum(getattr(s, field) for s in shards)
+            if total >= _MAX_COUNT:
+                raise CorruptCacheError(f"{where} lists shards of {total} {unit} in all, more than a cache may hold")
+            # num_rows is required; num_bytes, a sum kept for people, is checked when present.
+            if field in data and (type(data[field]) is not int or data[field] != total):
+                raise CorruptCacheError(
+                    f"{where} says {field}={_shown(data[field])} but its shards hold {total} {unit}")
+        version = data.get("version", 1)
+        parent = data.get("parent_version")
+        mode = data.get("mode", "overwrite")
+        if not _is_count(version) or version < 1 or not (parent is None or _is_count(parent) and parent < version):
+            raise CorruptCacheError(f"{where} has an invalid version {_shown(version)} or parent {_shown(parent)}")
+        if mode not in MODES or not isinstance(data["write_id"], str) or not isinstance(data.get("created", ""), str):
+            raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
+        return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
+                   compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
+                   created=data.get("created", ""), parent_version=parent, mode=mode)
+
+
+def parse_json(raw: bytes, where: str) -> Any:
+    """`raw` read as UTF-8 JSON without NaN or infinities, nested at most `MAX_DEPTH` levels.
+
+    Raises:
+      CorruptCacheError: it is not, naming `where`.
+    """
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        too_deep = json_depth(data) > MAX_DEPTH
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+        raise CorruptCacheError(f"{where} is not valid JSON ({error})") from None
+    except RecursionError:  # deeper than Python's parser goes
+        too_deep = True
+    if too_deep:
+        raise CorruptCacheError(f"{where} is nested too deeply (more than {MAX_DEPTH} levels)")
+    return data
+
+
+def json_depth(value: Any) -> int:
+    """How many levels of lists and objects `value` (parsed JSON) nests: 0 for a number or a
+    string, 1 for a flat list. Counted level by level, so any depth is measured safely."""
+    depth, level = 0, [value]
+    while True:
+        containers = [node for node in level if isinstance(node, (dict, list))]
+        if not containers:
+            return depth
+        depth += 1
+        level = [item for node in containers for item in (node.values() if isinstance(node, dict) else node)]
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a manifest may hold")
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value < _MAX_COUNT
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parse_shard(entry: Any, index: int, where: str) -> ShardInfo:
+    if not isinstance(entry, dict):
+        raise CorruptCacheError(f"{where}: shard {index} is not a JSON object")
+    try:
+        name, rows, size, checksum = entry["file"], entry["num_rows"], entry["num_bytes"], entry["checksum"]
+    except KeyError as error:
+        raise CorruptCacheError(f"{where}: shard {index} lacks {error}") from None
+    if not isinstance(name, str) or write_id_of_shard(name) is None:
+        raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {_shown(name)}")
+    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) \
+            or not CHECKSUM_PATTERN.fullmatch(checksum):
+        raise CorruptCacheError(f"{where}: shard {index} ({name}) has invalid rows, bytes or checksum")
+    return ShardInfo(name, rows, size, checksum)
+
+
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    """Returns `metadata` as a dict if it is a JSON object without NaN; raises ValueError otherwise."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict; got {type(metadata).__name__}")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"metadata must be JSON-serializable: {error}") from None
+    return metadata
+
+
+def size_problem(what: str, size: int, expected: int) -> str:
+    """The message for a shard whose size on disk is not the manifest's."""
+    return (f"{what} has {size} bytes, the manifest says {expected} "
+            f"({'truncated' if size < expected else 'altered'})")

@@ -1,0 +1,1 @@
+"""Reading a published cache: Arrow random access, the decoded training view, and the sampler."""

@@ -1,0 +1,132 @@
+"""`ShardedDataset`: the training-facing view of a cache, with decoding."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from beam_shards.errors import FeatureError
+from beam_shards.features import Features
+from beam_shards.features.decode import check_image_mode
+from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
+                                      ArrowBackend)
+from beam_shards.read.indexing import check_index, check_indices, check_slice
+
+
+class ShardedDataset:
+    """A random-access dataset over a published cache, decoding rows for training.
+
+    Works as a torch `Dataset` (including `DataLoader` workers, which it supports
+    through `__getitems__` for batched fetching) and as a Grain random-access data
+    source, without importing either. It pickles small: workers reopen shards lazily.
+
+    Example:
+        >>> ds = ShardedDataset("/tmp/my_cache")  # doctest: +SKIP
+        >>> len(ds), ds[0]["label"], ds[-1]["image"].size  # doctest: +SKIP
+        >>> first_ten = ds[:10]  # a view, no data copied  # doctest: +SKIP
+        >>> batch = ds.__getitems__([5, 2, 5])  # list of 3 dicts  # doctest: +SKIP
+
+    Args:
+      source: the cache path, or an `ArrowBackend` opened on one.
+      version: with a path, the version to read (pinned); None for the latest.
+      columns: the columns to return (all by default).
+      image_mode: "pil" (default), "numpy" (HxWxC or, single-channel, HxW) or "bytes" (undecoded).
+      transform: an optional function applied to each decoded example.
+      max_open_shards, max_memory_bytes, cache_dir, cache_max_bytes: passed to
+        `ArrowBackend.open` (for a cache on an object store, `cache_dir` keeps whole
+        shards on local disk, shared by every DataLoader worker).
+
+    Raises:
+      CacheNotFoundError, CorruptCacheError: the cache cannot be opened.
+      KeyError: a column that the cache does not have.
+      IndexError: an index out of range (the message carries index and length).
+      TypeError: an index, or a slice bound, that is not an int (a bool, float, None or
+        string; None is a slice bound).
+      ValueError: an index array of more than one dimension.
+    """
+
+    def __init__(self, source: str | ArrowBackend, *, version: int | None = None, columns: Sequence[str] | None = None,
+                 image_mode: str = "pil", transform: Callable[[dict[str, Any]], Any] | None = None,
+                 max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                 cache_dir: str | None = None, cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES):
+        backend = (source if isinstance(source, ArrowBackend)
+                   else ArrowBackend.open(source, version=version, max_open_shards=max_open_shards,
+                                          max_memory_bytes=max_memory_bytes, cache_dir=cache_dir,
+                                          cache_max_bytes=cache_max_bytes))
+        if backend.features is None:
+            raise FeatureError("ShardedDataset needs a backend opened on a cache (its features drive decoding)")
+        self._backend = backend
+        self._features = backend.features
+        self._columns = tuple(columns) if columns is not None else tuple(self._features)
+        unknown = [c for c in self._columns if c not in self._features]
+        if unknown:
+            raise KeyError(f"unknown column(s) {unknown}; the cache has {list(self._features)}")
+        self._image_mode = check_image_mode(image_mode)
+        self._transform = transform
+        self._indices: range | np.ndarray = range(backend.num_rows)
+
+    @property
+    def backend(self) -> ArrowBackend:
+        return self._backend
+
+    @property
+    def features(self) -> Features:
+        return self._features
+
+    def __repr__(self) -> str:
+        manifest = self._backend.manifest
+        transform = "" if self._transform is None else \
+            f", transform={getattr(self._transform, '__qualname__', self._transform)!s}"
+        return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, view={self._describe_view()}, "
+                f"num_rows={len(self)}, columns={list(self._columns)}, image_mode={self._image_mode!r}{transform})")
+
+    def _describe_view(self) -> str:
+        """Which rows of the version this dataset holds, so Grain's checkpoint check sees a changed view."""
+        indices = self._indices
+        if isinstance(indices, range):
+            return f"rows[{indices.start}:{indices.stop}:{indices.step}]"
+        digest = hashlib.blake2b(np.ascontiguousarray(indices, dtype=np.int64).tobytes(), digest_size=8).hexdigest()
+        return f"{len(indices)} chosen rows (blake2b {digest})"
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
+        if isinstance(index, slice):
+            return self._view(self._indices[check_slice(index)])
+        if isinstance(index, (int, np.integer)):
+            return self._read(int(self._indices[check_index(index, len(self), "dataset")]))
+        return self.__getitems__(index)
+
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
+        """The examples at `indices` (torch's batched fetch)."""
+        rows = self._backend.read_rows(self._global(check_indices(indices, len(self), "dataset")), self._image_mode,
+                                       self._columns)
+        return rows if self._transform is None else [self._transform(row) for row in rows]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        """The examples at `indices` (Grain's batched fetch)."""
+        return self.__getitems__(indices)
+
+    def __iter__(self) -> Iterator[Any]:
+        for index in self._indices:
+            yield self._read(int(index))
+
+    def _global(self, positions: np.ndarray) -> np.ndarray:
+        if isinstance(self._indices, range):
+            r = self._indices
+            return r.start + positions * r.step
+        return self._indices[positions]
+
+    def _read(self, index: int) -> Any:
+        row = self._backend.read_row(index, self._image_mode, self._columns)
+        return row if self._transform is None else self._transform(row)
+
+    def _view(self, indices: range | np.ndarray) -> ShardedDataset:
+        view = object.__new__(ShardedDataset)
+        view.__dict__.update(self.__dict__)
+        view._indices = indices
+        return view

@@ -1,0 +1,433 @@
+"""The shard writer: encoded rows in, size-rotated Arrow IPC files out.
+
+One class serves the local `write_shards` and every bundle of the Beam sink. It never
+opens files itself: it asks a callback for a writable stream per shard, so the caller
+decides where shards go (a local staging folder, or `FileSystems.create` on gs://).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, BinaryIO, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_shards.display import preview_example
+from beam_shards.errors import EncodeError
+from beam_shards.features import Features
+from beam_shards.format.manifest import COMPRESSIONS
+from beam_shards.shards.shard_stream import PendingBytes, ShardStream
+from beam_shards.units import parse_count, parse_size
+
+# What ShardWriter calls for an example that does not fit, instead of raising: (example, key, error).
+OnBad = Callable[[Any, Any, EncodeError], None]
+DEFAULT_SHARD_SIZE_BYTES = 128 << 20
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_BATCH_BYTES = 16 << 20
+# The footer repeats the schema and holds one 24-byte block entry per record batch.
+_FOOTER_FIXED_BYTES = 64
+_FOOTER_BLOCK_BYTES = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenShard:
+    """A shard the writer closed: the path it was written to, its rows, size on disk and checksum."""
+
+    path: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WriterOptions:
+    """How a write cuts its rows into batches and shards; checked when made.
+
+    Example:
+        >>> WriterOptions(shard_size_bytes=64 << 20).batch_size
+        1000
+
+    Args:
+      shard_size_bytes: target size of a shard on disk (bytes, or text like "128MB" or
+        "64MiB"); a shard closes before a batch would take it past this.
+      max_rows_per_shard: optional cap on rows per shard.
+      batch_size: rows per record batch at most.
+      batch_bytes: bytes per record batch at most (bounds the memory a writer holds;
+        bytes or text, as `shard_size_bytes`).
+      compression: None, "zstd" or "lz4" (Arrow IPC buffer compression).
+
+    Raises:
+      ValueError: an option out of range, naming it.
+    """
+
+    shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES
+    max_rows_per_shard: int | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    compression: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = {"shard_size_bytes": parse_size, "batch_bytes": parse_size, "batch_size": parse_count}
+        if self.max_rows_per_shard is not None:
+            checks["max_rows_per_shard"] = parse_count
+        for name, parse in checks.items():
+            try:
+                object.__setattr__(self, name, parse(getattr(self, name)))
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}; got {self.compression!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedRows:
+    """Rows a step before the writer already checked against the writer's features, as
+    `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
+    they are not checked twice. Their schema must be the features' Arrow schema.
+
+    Args:
+      table: the rows, from `Features.encode_batch`.
+    """
+
+    table: pa.Table
+
+
+def split_key(item: Any, position: Any) -> tuple[Any, Any]:
+    """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
+
+    Any 2-tuple is taken as a pair: a tuple is never an example itself, so when its
+    second item is not a dict either, the error names the pair's key.
+    """
+    if isinstance(item, tuple) and len(item) == 2:
+        return item
+    return position, item
+
+
+def row_nbytes(row: dict[str, Any]) -> int:
+    """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
+    for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
+    return _values_nbytes(row.values())
+
+
+def _values_nbytes(values: Any) -> int:
+    return sum(map(_value_nbytes, values))
+
+
+def _value_nbytes(value: Any) -> int:
+    if isinstance(value, (bytes, str)):
+        return len(value) + 8
+    if isinstance(value, np.ndarray):
+        return value.nbytes + 8
+    if isinstance(value, list):
+        return sum(_value_nbytes(item) for item in value) + 8
+    return 8
+
+
+def plain_sizer(plain_types: Sequence[type | None]) -> Callable[[Sequence[Any]], int]:
+    """`row_nbytes` for rows of plain values (`Features.plain_values`) of these types: only the
+    lengths of bytes and strs and the sizes of arrays are read, as their types are known."""
+    lengths = [i for i, kind in enumerate(plain_types) if kind in (bytes, str)]
+    arrays = [i for i, kind in enumerate(plain_types) if kind is np.ndarray]
+    fixed = 8 * len(plain_types)
+
+    def nbytes(values: Sequence[Any]) -> int:
+        return fixed + sum([len(values[i]) for i in lengths]) + sum([values[i].nbytes for i in arrays])
+    return nbytes
+
+
+def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
+    """About how many bytes each row of `table` takes, from its offsets and fixed widths."""
+    sizes = np.full(table.num_rows, 8, dtype=np.int64)
+    for column in table.columns:
+        sizes += _column_nbytes(column)
+    return sizes
+
+
+def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind) \
+            or pa.types.is_large_string(kind):
+        return _int64(pc.binary_length(column).fill_null(0)) + 8
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.value_type.bit_width // 8 if pa.types.is_primitive(kind.value_type) else 8
+        return np.full(len(column), kind.list_size * max(1, width), dtype=np.int64)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = _int64(pc.list_value_length(column).fill_null(0))
+        running = np.concatenate([[0], np.cumsum(_column_nbytes(pc.list_flatten(column)))])
+        ends = np.cumsum(lengths)
+        return running[ends] - running[ends - lengths] + 8
+    return np.full(len(column), max(1, kind.bit_width // 8), dtype=np.int64)
+
+
+def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(array.to_numpy(), dtype=np.int64)
+
+
+class ShardWriter:
+    """Buffers encoded rows into record batches and writes them into size-rotated shards.
+
+    An example whose values are all already in their encoded form (bytes for an Image,
+    ints, strs, arrays of the declared shape and dtype: `Features.plain_values`) is
+    checked with its batch, column by column, when the batch is built; any other is
+    encoded when it is added. Either way an example that does not fit gets the error
+    `Features.encode_values` gives it, naming its key (an example without a key is named
+    by its first fields), and so a bad example may be reported by a later `add` or by
+    `close`.
+
+    A batch is flushed at `batch_size` rows or `batch_bytes` bytes, whichever comes
+    first. A shard is closed before a batch would take it past `shard_size_bytes` on
+    disk (so a batch larger than the target, such as one huge example, gets a shard of
+    its own), and once it holds `max_rows_per_shard` rows. No shard is ever empty.
+    Each shard is checksummed, written and fsynced by a thread of its own
+    (`ShardStream`), while the next is encoded; `close` waits for all of them.
+    Memory held: one batch of rows, plus what the open shard's and the previous
+    shard's streams have queued, together at most half a batch (`batch_bytes`) and one
+    piece of a record batch.
+
+    Example:
+        >>> import io
+        >>> from beam_shards import Features, Value
+        >>> features = Features({"x": Value("int64")})
+        >>> files = []
+        >>> def open_shard(index):
+        ...     files.append(io.BytesIO()); files[-1].close = lambda: None
+        ...     return f"shard-{index}.arrow", files[-1]
+        >>> writer = ShardWriter(features, open_shard, WriterOptions(shard_size_bytes=1 << 20))
+        >>> for i in range(10):
+        ...     _ = writer.add({"x": i}, key=i)
+        >>> [s.num_rows for s in writer.close()]
+        [10]
+
+    Args:
+      features: the schema rows are encoded with.
+      open_shard: called with a shard's sequence number; returns its path and a
+        writable binary stream, which the writer closes when the shard is done.
+      options: batch and shard sizes and compression (`batch_bytes` is clamped to a
+        quarter of a shard).
+      on_bad: None to raise `EncodeError` for an example that does not fit; else called
+        with the example, its key and the error instead, and the example is left out (a
+        batch that does not fit is then added row by row, keyed `(key, row)`).
+    """
+
+    def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
+                 options: WriterOptions | None = None, on_bad: OnBad | None = None):
+        options = options or WriterOptions()
+        shard_size_bytes = options.shard_size_bytes
+        self._features = features
+        self._schema = features.arrow_schema()
+        self._open_shard = open_shard
+        self._shard_size = shard_size_bytes
+        self._max_rows = options.max_rows_per_shard
+        self._batch_size = options.batch_size
+        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4))
+        self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
+        self._compressed = options.compression is not None
+        self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
+        self._names = tuple(features)
+        self._on_bad = on_bad
+        self._plain_nbytes = plain_sizer(features.plain_types)
+        self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
+        self._plain: list[tuple[int, Any, Any]] = []  # (row in the batch, example, key) of plain rows
+        self._rows_bytes = 0
+        self._path: str | None = None
+        self._stream: ShardStream | None = None
+        self._closing: list[tuple[str, int, int, ShardStream]] = []  # shards their threads still write
+        # What the streams may queue: half a batch, so a writer holds about two batches in all.
+        self._pending = PendingBytes(max(1, self._batch_bytes // 2))
+        self._ipc: pa.ipc.RecordBatchFileWriter | None = None
+        self._shard_rows = 0
+        self._shard_batches = 0
+        self._written_uncompressed = 0
+        self._written_on_disk = 0
+        self.shards: list[WrittenShard] = []
+        self.paths: list[str] = []
+
+    def __repr__(self) -> str:
+        return (f"ShardWriter(shards={len(self.shards)}, shard_size_bytes={self._shard_size}, "
+                f"batch_size={self._batch_size}, buffered_rows={len(self._rows)})")
+
+    def add(self, example: Any, key: Any) -> int:
+        """Adds one example, or a pyarrow RecordBatch/Table of them; returns the rows added
+        (plain rows count as added until their batch is checked).
+
+        Raises:
+          EncodeError: this example, or a plain one added before it, does not match the
+            features (names its key), unless `on_bad` takes it.
+          ValueError: `EncodedRows` of another schema.
+        """
+        if isinstance(example, EncodedRows):
+            if not example.table.schema.equals(self._schema, check_metadata=True):
+                raise ValueError(f"EncodedRows {key!r} have schema {example.table.schema}, not the features' "
+                                 f"{self._schema}; encode them with Features.encode_batch of the same features")
+            self.write_table(example.table)
+            return example.table.num_rows
+        if isinstance(example, (pa.RecordBatch, pa.Table)):
+            rows = None if self._on_bad is None else lambda: (((key, k), row) for k, row in enumerate(example.to_pylist()))
+            table, rows = self._features.encode_batch_or_rows(example, key, rows)
+            if table is None:
+                return sum(self.add(row, row_key) for row_key, row in rows)
+            self.write_table(table)
+            return example.num_rows
+        values = self._features.plain_values(example)
+        if values is not None:
+            self._append(values, self._plain_nbytes(values), (example, key))
+            return 1
+        try:
+            values = self._features.encode_values(example, key)
+        except EncodeError as error:
+            self._refuse(example, key, error)
+            return 0
+        self._append(values, _values_nbytes(values))
+        return 1
+
+    def _refuse(self, example: Any, key: Any, error: EncodeError) -> None:
+        """Raises `error` for an example that does not fit (naming an unkeyed one by its first
+        fields), or hands it to `on_bad`."""
+        if key is None and isinstance(example, dict):
+            error = EncodeError(error.reason, example=preview_example(example), field=error.field,
+                                feature=error.feature, got=error.got)
+        if self._on_bad is None:
+            raise error from None
+        self._on_bad(example, key, error)
+
+    def write(self, row: dict[str, Any], nbytes: int | None = None) -> None:
+        """Adds one encoded row (from `Features.encode_example`)."""
+        self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
+
+    def _append(self, values: tuple[Any, ...], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
+        """Buffers one row; `plain` is `(example, key)` for a row of plain values, checked with its batch."""
+        if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
+            # Flush first, so a batch stays within batch_bytes unless it is one row, and
+            # a row larger than a shard gets a batch, and so a shard, of its own.
+            self._flush()
+        if plain is not None:
+            self._plain.append((len(self._rows), *plain))
+        self._rows.append(values)
+        self._rows_bytes += nbytes
+        if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
+                or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
+            self._flush()
+
+    def write_table(self, table: pa.Table) -> None:
+        """Adds rows already in Arrow form (from `Features.encode_batch`), in record batches.
+
+        The table is cut into batches as rows are: at most `batch_size` rows and
+        `batch_bytes` bytes (a row larger than that is a batch of its own), measured
+        per row from the Arrow offsets; rotation then works as for single rows.
+        """
+        self._flush()
+        total = table.num_rows
+        ends = np.concatenate([[0], np.cumsum(arrow_row_nbytes(table))])
+        offset = 0
+        while offset < total:
+            fit = int(np.searchsorted(ends, ends[offset] + self._batch_bytes, side="right")) - 1 - offset
+            rows = min(self._batch_size, max(1, fit), total - offset)
+            if self._max_rows is not None:
+                rows = min(rows, self._max_rows - self._shard_rows)
+            self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])
+            offset += rows
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Adds one record batch already in Arrow form as it is (no re-slicing), after what is buffered;
+        rotation works as for any batch. Merging shards copies batches through here."""
+        self._flush()
+        self._write_batch(batch)
+
+    @property
+    def num_shards(self) -> int:
+        """Shards closed so far (some may still be on their way to disk)."""
+        return len(self.shards) + len(self._closing)
+
+    def close(self) -> list[WrittenShard]:
+        """Writes what is buffered, closes the open shard, waits until every shard is on disk
+        and returns them all."""
+        self._flush()
+        self._close_shard()
+        self._wait_closing(0)
+        return self.shards
+
+    def abort(self) -> list[str]:
+        """Drops buffered rows, stops every shard's stream unsynced; returns every path it opened."""
+        self._rows, self._plain = [], []
+        streams = [closing[-1] for closing in self._closing] + ([self._stream] if self._stream else [])
+        for stream in streams:
+            stream.abort()
+        self._closing = []
+        self._stream = self._ipc = None
+        return self.paths
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        rows, plain = self._rows, self._plain
+        self._rows, self._rows_bytes, self._plain = [], 0, []
+        batch = self._features.build_plain(list(zip(*rows))) if plain else None
+        if batch is None:
+            if plain:
+                # A plain value did not fit: encode the plain rows one by one, as `add`
+                # encodes the others, so the bad one gets its own error (or goes to on_bad).
+                rows = self._encode_each(rows, plain)
+            if not rows:
+                return
+            batch = self._features.build_columns(list(zip(*rows)))
+        self._write_batch(batch)
+
+    def _encode_each(self, rows: list[tuple[Any, ...]], plain: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
+        """`rows` with each plain row encoded by `Features.encode_values`, those that do not fit left out."""
+        rows, refused = list(rows), set()
+        for row, example, key in plain:
+            try:
+                rows[row] = self._features.encode_values(example, key)
+            except EncodeError as error:
+                self._refuse(example, key, error)
+                refused.add(row)
+        return [values for row, values in enumerate(rows) if row not in refused]
+
+    def _write_batch(self, batch: pa.RecordBatch) -> None:
+        if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
+            self._close_shard()
+        if self._ipc is None:
+            self._open_next()
+        before = self._stream.size
+        self._ipc.write_batch(batch)
+        self._shard_rows += batch.num_rows
+        self._shard_batches += 1
+        if self._compressed:
+            self._written_uncompressed += pa.ipc.get_record_batch_size(batch)
+            self._written_on_disk += self._stream.size - before
+        if self._stream.size >= self._shard_size or self._max_rows is not None and self._shard_rows >= self._max_rows:
+            self._close_shard()
+
+    def _would_overflow(self, batch: pa.RecordBatch) -> bool:
+        estimate = pa.ipc.get_record_batch_size(batch)
+        if self._compressed and self._written_uncompressed:
+            estimate = estimate * self._written_on_disk // self._written_uncompressed
+        footer = self._footer_fixed + _FOOTER_BLOCK_BYTES * (self._shard_batches + 1)
+        return self._stream.size + estimate + footer > self._shard_size
+
+    def _open_next(self) -> None:
+        self._path, raw = self._open_shard(self.num_shards)
+        self.paths.append(self._path)
+        self._stream = ShardStream(raw, self._pending)
+        self._ipc = pa.ipc.new_file(self._stream, self._schema, options=self._options)
+
+    def _close_shard(self) -> None:
+        if self._ipc is None:
+            return
+        self._ipc.close()
+        self._stream.finish()
+        self._closing.append((self._path, self._shard_rows, self._stream.size, self._stream))
+        self._stream = self._ipc = None
+        self._shard_rows = self._shard_batches = 0
+        # One shard goes to disk while the next is written: memory stays that of two streams.
+        self._wait_closing(1)
+
+    def _wait_closing(self, keep: int) -> None:
+        """Waits until at most `keep` closed shards are still being written."""
+        while len(self._closing) > keep:
+            path, rows, size, stream = self._closing[0]
+            self.shards.append(WrittenShard(path, rows, size, stream.result()))
+            del self._closing[0]

@@ -1,0 +1,437 @@
+"""File access for caches: local paths through the OS, every other scheme through Beam's `FileSystems`.
+
+Local paths (and `file://`) are read, written, renamed, listed and deleted with the OS
+directly: training processes that only read a cache never import Beam, and Beam's
+local delete takes its argument as a glob, which a folder name with `[` in it would
+break. gs://, s3:// and any other scheme Beam knows go through
+`apache_beam.io.filesystems.FileSystems` (configured by `stores`), except the
+conditional create, which `store_calls` makes with each store's own client.
+`open_random_access` serves random-access readers: a memory map locally
+(`is_memory_mapped` tells), ranged reads on object stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fnmatch
+import mmap
+import os
+import posixpath
+import re
+import shutil
+import stat
+from typing import TYPE_CHECKING, BinaryIO
+
+from beam_shards.errors import FileTooLargeError
+from beam_shards.storage import store_calls
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# HDFS renames refuse an existing destination, so it takes the single-write path too.
+_RENAME_SCHEMES = ("", "file")
+
+
+def _filesystems(path: str):
+    """Beam's FileSystems, configured (see `stores`), once the store holding `path` answered."""
+    from beam_shards.storage import stores
+
+    filesystems = stores.beam_filesystems()
+    store_calls.check_store(path)
+    return filesystems
+
+
+def scheme(path: str) -> str:
+    return path.split("://", 1)[0] if "://" in path else ""
+
+
+def is_local(path: str) -> bool:
+    return scheme(path) in ("", "file")
+
+
+def local_path(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def _beam(path: str) -> str:
+    """`path` as Beam's FileSystems takes it (Beam has no file:// scheme)."""
+    return local_path(path) if is_local(path) else path
+
+
+def check_cache_path(path: str) -> str:
+    """Returns `path`; raises ValueError for a remote path with glob characters in it.
+
+    Object stores delete and list by glob on some schemes and not on others, so such a
+    name cannot be handled safely there.
+    """
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"a cache path must be a non-empty string; got {path!r}")
+    if not is_local(path) and re.search(r"[*?\[]", path):
+        raise ValueError(f"a {scheme(path)}:// cache path may not contain *, ? or [: {path!r}")
+    return path
+
+
+def join(base: str, *parts: str) -> str:
+    if is_local(base):
+        return os.path.join(base, *parts)
+    return posixpath.join(base.rstrip("/"), *parts)
+
+
+def has_atomic_rename(path: str) -> bool:
+    """Whether a rename over an existing file is atomic (local disks; not object stores or HDFS)."""
+    return scheme(path) in _RENAME_SCHEMES
+
+
+def create(path: str) -> BinaryIO:
+    """Opens a new file for writing (its folder made if missing); local paths need no Beam."""
+    if is_local(path):
+        target = local_path(path)
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        return open(target, "wb")
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return _filesystems(path).create(_beam(path), mime_type="application/octet-stream",
+                                 compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def open_read(path: str) -> BinaryIO:
+    """Opens a file for reading; a local path that is not a regular file (a folder, a FIFO) is an OSError.
+
+    Opened without blocking, so a FIFO where a file should be cannot hang a reader.
+
+    Raises:
+      FileNotFoundError: nothing is at `path`, on every scheme (the error names it).
+    """
+    if is_local(path):
+        fd = os.open(local_path(path), os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    from apache_beam.io.filesystem import CompressionTypes
+
+    try:
+        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except Exception:  # each store's client has its own error for a missing object
+        if not exists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+        raise
+
+
+def open_random_access(path: str) -> pa.NativeFile:
+    """A seekable file whose reads fetch only the bytes asked for.
+
+    A local file is memory-mapped; `s3://` and `gs://` objects are read with ranged
+    requests through pyarrow's filesystems, configured from the environment (see
+    `stores`); any other scheme reads through Beam's FileSystems.
+
+    Raises:
+      FileNotFoundError: nothing is at `path` (the error names it).
+      IsADirectoryError: a local `path` is not a regular file.
+    """
+    import pyarrow as pa
+
+    if is_local(path):
+        info = os.stat(local_path(path))  # FileNotFoundError names the path
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the map
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+        return _map(local_path(path), info.st_size)
+    if scheme(path) in store_calls.STORE_SCHEMES:
+        from beam_shards.storage import stores
+
+        store_calls.check_store(path)
+        try:
+            return stores.pyarrow_filesystem(scheme(path)).open_input_file(path.split("://", 1)[1])
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+        except OSError as error:  # pyarrow's own message names no scheme
+            raise OSError(error.errno, f"cannot open ({error})", path) from error
+    if not exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such object", path)
+    return pa.PythonFile(open_read(path), mode="r")
+
+
+def _map(path: str, size: int) -> pa.BufferReader:
+    """The local file at `path` memory-mapped read-only, read through a pyarrow BufferReader.
+
+    pyarrow's own `memory_map` advises the kernel (madvise WILLNEED) over every range
+    read: for a record batch, a walk of the page cache over its whole body that costs
+    several times the read itself. Reads from a Python map wrapped as a buffer are the
+    same zero-copy slices without that call.
+    """
+    import pyarrow as pa
+
+    if size == 0:  # an empty file cannot be mapped
+        return pa.BufferReader(b"")
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    return pa.BufferReader(pa.py_buffer(mapped))
+
+
+def is_memory_mapped(source: pa.NativeFile) -> bool:
+    """Whether `source`, from `open_random_access`, reads a local map (its reads cost no memory)."""
+    import pyarrow as pa
+
+    return isinstance(source, pa.BufferReader)
+
+
+def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The whole content of a file, byte for byte (compressed files are not decompressed).
+
+    An `s3://` or `gs://` object is read in one request, so an object replaced meanwhile
+    is read whole, old or new, never a part of each (Beam's reader asks for ranges).
+
+    Raises:
+      FileTooLargeError: the file holds more than `limit` bytes (a local file's or an
+        object's size is checked before reading; other schemes are read up to `limit + 1`
+        bytes).
+    """
+    path = os.fspath(path)
+    if scheme(path) in store_calls.STORE_SCHEMES:
+        return store_calls.read_object(path, limit)
+    with open_read(path) as handle:
+        if limit is None:
+            return handle.read()
+        # read(n) sets n bytes aside first: ask for what the file holds, not for the limit.
+        size = os.fstat(handle.fileno()).st_size if is_local(path) else limit
+        data = handle.read(size + 1) if size <= limit else b""
+        if size < len(data) <= limit:  # a local file that grew while it was read
+            data += handle.read(limit + 1 - len(data))
+    if size > limit or len(data) > limit:
+        raise FileTooLargeError(errno.EFBIG, f"more than {limit:,} bytes", path)
+    return data
+
+
+def exists(path: str) -> bool:
+    if is_local(path):
+        return os.path.exists(local_path(path))
+    return _filesystems(path).exists(path)
+
+
+def sizes(paths: list[str]) -> dict[str, int | None]:
+    """The size of each path, None where it does not exist; -1 where a local path is not a
+    regular file (a folder, a FIFO, a device, a link that loops)."""
+    if all(is_local(p) for p in paths):
+        result: dict[str, int | None] = {}
+        for p in paths:
+            try:
+                info = os.stat(local_path(p))
+            except (FileNotFoundError, NotADirectoryError):
+                result[p] = None
+            except OSError:
+                result[p] = -1
+            else:
+                result[p] = info.st_size if stat.S_ISREG(info.st_mode) else -1
+        return result
+    # One listing of the folder they share, not a metadata call per object.
+    prefix = scheme(paths[0]) + "://" if "://" in paths[0] else ""
+    folder = prefix + posixpath.commonpath([posixpath.dirname(p[len(prefix):]) for p in paths])
+    found = list_dir(folder, recursive=True)
+    return {p: found.get(p) for p in paths}
+
+
+def list_files(patterns: list[str]) -> dict[str, int]:
+    """Path -> size of every file matching any of the glob `patterns`."""
+    if not patterns:
+        return {}
+    results = _filesystems(patterns[0]).match([_beam(p) for p in patterns])
+    return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
+
+
+def list_dir(folder: str, pattern: str = "*", *, recursive: bool = False) -> dict[str, int]:
+    """Path -> size of the files in `folder` (a literal path) whose name matches `pattern`.
+
+    With `recursive`, files in sub-folders are included and `pattern` matches their
+    path relative to `folder` (with `/` separators).
+    """
+    if not is_local(folder):
+        matched = list_files([join(folder, "**" if recursive else pattern)])
+        return {p: n for p, n in matched.items() if fnmatch.fnmatchcase(_relative(folder, p), pattern)}
+    root = local_path(folder)
+    found = {}
+    for current, dirs, files in os.walk(root):
+        relative_dir = os.path.relpath(current, root)
+        for name in files:
+            relative = name if relative_dir == "." else f"{relative_dir}/{name}".replace(os.sep, "/")
+            if fnmatch.fnmatchcase(relative, pattern):
+                full = os.path.join(current, name)
+                try:
+                    found[join(folder, *relative.split("/"))] = os.stat(full).st_size
+                except FileNotFoundError:
+                    pass
+        if not recursive:
+            break
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class FileStat:
+    """A listed file: its size and when it was last changed (seconds since the epoch)."""
+
+    size: int
+    mtime: float
+
+
+def walk(folder: str) -> dict[str, FileStat]:
+    """Every file under `folder`, by its path relative to `folder` (with `/`).
+
+    Links are listed as themselves and never followed, so nothing outside `folder`
+    is ever listed (and so never deleted by a caller acting on the listing).
+    """
+    if not is_local(folder):
+        results = _filesystems(folder).match([join(folder, "**")])
+        return {_relative(folder, meta.path): FileStat(meta.size_in_bytes, meta.last_updated_in_seconds or 0.0)
+                for result in results for meta in result.metadata_list}
+    root = local_path(folder)
+    found = {}
+    for current, _, files in os.walk(root):
+        for name in files:
+            full = os.path.join(current, name)
+            try:
+                info = os.lstat(full)
+            except FileNotFoundError:
+                continue
+            found[os.path.relpath(full, root).replace(os.sep, "/")] = FileStat(info.st_size, info.st_mtime)
+    return found
+
+
+def _relative(folder: str, path: str) -> str:
+    return path[len(folder.rstrip("/")) + 1:]
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with create(path) as handle:
+        handle.write(data)
+
+
+def write_bytes_atomic(path: str, data: bytes, temp: str) -> None:
+    """Writes `path` so readers see the old content or the new, never a part.
+
+    Where rename is atomic the data goes to the temporary name `temp` first; on
+    object stores a single object write is already atomic.
+    """
+    if not has_atomic_rename(path):
+        write_bytes(path, data)
+        return
+    write_bytes(temp, data)
+    if is_local(path):
+        _fsync(local_path(temp))
+    rename([temp], [path])
+    sync_dir(path)
+
+
+def create_if_absent(path: str, data: bytes, temp: str) -> bool:
+    """Writes `path` only if no file is there yet; returns whether this call created it.
+
+    On a local disk the data goes to `temp` first and is then hard-linked to `path`:
+    `link` fails when `path` exists, so two writers can never both create it and a
+    reader never sees a partial file. On S3 and GCS the store checks it in the same
+    request (`If-None-Match: *`, `ifGenerationMatch=0`; see `store_calls`). Other
+    schemes have no such call in Beam's FileSystems: there a check for the object
+    precedes one whole-object write, which leaves a window between the check and the
+    write in which a racing writer's object can be replaced.
+    """
+    if scheme(path) in store_calls.STORE_SCHEMES:
+        return store_calls.create_if_absent(path, data)
+    if not is_local(path):
+        if exists(path):
+            return False
+        write_bytes(path, data)
+        return True
+    os.makedirs(os.path.dirname(os.path.abspath(local_path(path))), exist_ok=True)
+    write_bytes(temp, data)
+    _fsync(local_path(temp))
+    try:
+        os.link(local_path(temp), local_path(path))
+    except FileExistsError:
+        return False
+    finally:
+        _delete_local(local_path(temp))
+    sync_dir(path)
+    return True
+
+
+def sync_dir(path: str) -> None:
+    """Makes renames into the folder of local `path` durable; nothing to do on object stores."""
+    if is_local(path):
+        _fsync(os.path.dirname(os.path.abspath(local_path(path))))
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rename(sources: list[str], destinations: list[str]) -> None:
+    """Moves files; on gs:// a copy of each then per-object deletes (see `delete`)."""
+    if not sources:
+        return
+    if all(is_local(p) for p in sources + destinations):
+        for source, destination in zip(sources, destinations):
+            os.rename(local_path(source), local_path(destination))
+        return
+    if scheme(sources[0]) == "gs":
+        _filesystems(sources[0]).copy(sources, destinations)  # one request per object, not a batch
+        delete(sources)
+        return
+    _filesystems(sources[0]).rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
+
+
+def delete(paths: list[str]) -> None:
+    """Deletes files or folders, ignoring those already gone.
+
+    gs:// objects are deleted one request each rather than by Beam's batch delete
+    (which also treats each path as a glob), a call some GCS-compatible servers lack.
+    """
+    remote = [path for path in paths if not is_local(path)]
+    for path in paths:
+        if is_local(path):
+            _delete_local(local_path(path))
+    gcs = [path for path in remote if scheme(path) == "gs"]
+    if gcs:
+        store_calls.gcs_delete(gcs)
+        remote = [path for path in remote if scheme(path) != "gs"]
+    if not remote:
+        return
+    from apache_beam.io.filesystem import BeamIOError
+
+    try:
+        _filesystems(remote[0]).delete(remote)  # one batched call where the store has one
+    except BeamIOError:
+        for path in remote:
+            try:
+                _filesystems(path).delete([path])
+            except BeamIOError:
+                if _filesystems(path).exists(path):
+                    raise
+
+
+def _delete_local(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def delete_tree(path: str) -> None:
+    """Deletes a folder and everything under it; on object stores, every object under the prefix."""
+    if is_local(path):
+        delete([path])
+        return
+    delete(sorted(list_dir(path, recursive=True)))
+
+
+def remove_empty_dir(path: str) -> None:
+    """Removes a local folder if it is empty; object stores have no folders."""
+    if is_local(path):
+        try:
+            os.rmdir(local_path(path))
+        except OSError:
+            pass

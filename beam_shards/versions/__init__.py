@@ -1,0 +1,1 @@
+"""Changing a cache's versions: committing a new one, the lock, retention, verification, compaction, skipped inputs."""

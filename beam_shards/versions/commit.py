@@ -1,0 +1,299 @@
+"""Publishing a write as a new version: shards to their final names, then a commit that cannot succeed twice.
+
+`publish` is the finalize step of both `write_shards` and the Beam sink, modelled on
+Lance's and Delta's commits:
+
+1. Look for a kept version this write already published; a retried or repeated
+   finalize finds it and publishes nothing more (even if newer versions followed).
+2. Move the staged shards to `shard-<write id>-NNNNN-of-NNNNN.arrow`, names no other
+   write uses; each rename checks source and destination, so a re-run continues.
+3. Create `_versions/<N+1>.json` only if it does not exist (a hard link on local
+   disks). A writer that loses the race re-reads the latest version, rebuilds its
+   manifest (an append re-bases on the winner) and tries N+2: two racing writes end
+   as two successive versions.
+4. Bring `_metadata.json` up to the newest version; it never moves back.
+5. Remove the write's own staging. Older versions are never touched here: only
+   retention (`gc.py`) removes them.
+
+Locally, steps 1 to 4 hold the cache lock (`lock.py`), which gc takes too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from beam_shards._version import __version__
+from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, PublishError,
+                                SchemaMismatchError, best_effort)
+from beam_shards.features import Features
+from beam_shards.format.catalog import latest_committed, read_pointer, read_version, version_numbers
+from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
+from beam_shards.format.manifest import MAX_DEPTH, MODES, Manifest, ShardInfo, check_metadata, json_depth
+from beam_shards.shards.writer import WriterOptions, WrittenShard
+from beam_shards.storage import fs
+from beam_shards.versions.lock import cache_lock
+
+MAX_COMMIT_ATTEMPTS = 100
+# Versions created this long before a write started cannot be that write's: a retried
+# finalize stops looking for its own version there (allowing for clock skew).
+_CLOCK_SKEW = datetime.timedelta(hours=1)
+
+
+def writer_versions() -> dict[str, str]:
+    """The versions recorded in a manifest; read from package metadata, so Beam is not imported for them."""
+    return {"package": f"beam_shards {__version__}", "pyarrow": pa.__version__,
+            "apache_beam": _installed("apache-beam"), "python": sys.version.split()[0]}
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
+    """The `open_shard` callback of a ShardWriter staging into `folder`: part-00000.arrow, ..."""
+
+    def open_shard(index: int) -> tuple[str, BinaryIO]:
+        path = fs.join(folder, CacheLayout.staged_name(index))
+        return path, fs.create(path)
+
+    return open_shard
+
+
+def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict[str, Any]:
+    """Checks the arguments of a write before anything runs; returns the metadata as a dict.
+
+    Raises:
+      TypeError: `features` is not a Features object.
+      ValueError: a bad path, mode or metadata, or features and metadata nested more
+        deeply than a manifest may be, naming it.
+      CacheExistsError: `mode="error"` and a cache is already at `path`.
+      SchemaMismatchError: `mode="append"` to a cache of other features.
+    """
+    if not isinstance(features, Features):
+        raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+    fs.check_cache_path(path)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+    metadata = check_metadata(metadata)
+    depth = json_depth({"features": features.to_dict(), "metadata": metadata})
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
+                         f"manifest may nest {MAX_DEPTH}")
+    if mode != "overwrite":
+        _check_mode(path, features, None, mode, latest_committed(path))
+    return metadata
+
+
+def _check_mode(path: str, features: Features, compression: str | None, mode: str, latest: Manifest | None,
+                check_compression: bool = False) -> None:
+    if latest is None:
+        return
+    if mode == "error":
+        raise CacheExistsError(f"a cache is already at {path} (version {latest.version}, {latest.num_rows:,} rows) "
+                               "and the write has mode='error'; use mode='overwrite' or 'append', or another path")
+    if mode == "append":
+        if latest.features != features:
+            raise SchemaMismatchError(
+                f"cannot append to the cache at {path}: its features are {latest.features!r}, the write's are "
+                f"{features!r}")
+        if check_compression and latest.compression != compression:
+            raise SchemaMismatchError(
+                f"cannot append to the cache at {path}: its shards use compression {latest.compression!r}, the write "
+                f"asks for {compression!r}; append with compression={latest.compression!r}")
+
+
+def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
+            options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
+            parent: int | None = None, kept: dict[int, ShardInfo] | None = None) -> Manifest:
+    """Publishes the staged shards of a write as the next version of the cache at `path`.
+
+    Idempotent: run again after a partial or complete run (or concurrently with
+    itself), it publishes the write once.
+
+    Args:
+      path: the cache folder.
+      write_id: the id of this write; it is in every final shard name.
+      features: the schema the shards were written with.
+      staged: the shards to publish, with their staged paths.
+      options: the writer options (their compression is recorded).
+      metadata: free user metadata; for an append without any, the latest version's.
+      mode: "overwrite", "append" or "error".
+      parent: publish only as the version after this one (a rewrite of it, such as
+        `compact`); if another write published first, nothing is published.
+      kept: shards of the latest version that the new one lists again, by name and
+        unchanged, at the given positions; the staged shards fill the others in order.
+
+    Returns:
+      The manifest of the version holding this write.
+
+    Raises:
+      PublishError: a staged shard is gone from both places, other writers kept
+        publishing first, or one did so after `parent`; nothing was published.
+      CacheExistsError, SchemaMismatchError: the mode does not allow publishing over
+        the cache that is there now; nothing was published.
+    """
+    layout = CacheLayout(path)
+    check_write_id(write_id)
+    with cache_lock(layout):
+        manifest = find_published(path, write_id)
+        if manifest is None:
+            ordered = sorted(staged, key=staged_order)
+            names = [shard_name(write_id, i, len(ordered)) for i in range(len(ordered))]
+            _move_into_place(layout, ordered, names)
+            shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, ordered))
+            if kept:
+                new = iter(shards)
+                shards = tuple(kept[i] if i in kept else next(new) for i in range(len(shards) + len(kept)))
+            try:
+                manifest = _commit(layout, write_id, features, shards, options.compression, metadata, mode, parent)
+            except (CacheExistsError, SchemaMismatchError, PublishError):
+                fs.delete([layout.shard(name) for name in names])
+                remove_staging(layout, write_id)
+                raise
+        update_pointer(layout)
+    with best_effort(f"remove the staging of write {write_id} at {path}", path):
+        remove_staging(layout, write_id)
+    return manifest
+
+
+def find_published(path: str, write_id: str) -> Manifest | None:
+    """The kept version that write `write_id` published, None if it published none.
+
+    Looks from the newest version down, and stops at versions made well before the
+    write started, which cannot be its own.
+    """
+    started = write_id_time(write_id) - _CLOCK_SKEW
+    numbers = version_numbers(path)
+    if not numbers:
+        try:
+            pointer = read_pointer(path)
+        except (CacheNotFoundError, CorruptCacheError):
+            return None
+        return pointer if pointer.write_id == write_id else None
+    for number in reversed(numbers):
+        try:
+            manifest = read_version(path, number)
+        except FileNotFoundError:
+            continue
+        if manifest.write_id == write_id:
+            return manifest
+        created = manifest.created_at
+        if created is not None and created < started:
+            return None
+    return None
+
+
+def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tuple[ShardInfo, ...],
+            compression: str | None, metadata: dict[str, Any], mode: str, parent: int | None = None) -> Manifest:
+    path = layout.path
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        latest = latest_committed(path)
+        if parent is not None and (latest is None or latest.version != parent):
+            raise PublishError(f"write {write_id} rewrites version {parent} of {path}, but version "
+                               f"{latest.version if latest else None} was published since; nothing was published")
+        _check_mode(path, features, compression, mode, latest, check_compression=True)
+        if latest is not None and not version_numbers(path):
+            _adopt_format1(layout, latest, write_id)
+        base = latest if mode == "append" and latest is not None else None
+        manifest = Manifest(
+            path=path, version=latest.version + 1 if latest else 1, write_id=write_id, features=features,
+            shards=(base.shards if base else ()) + shards, compression=compression,
+            metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            parent_version=latest.version if latest else None, mode=mode)
+        target = layout.version(manifest.version)
+        if fs.create_if_absent(target, manifest.to_json(), layout.temporary(target, write_id)):
+            return manifest
+        winner = read_version(path, manifest.version)
+        if winner.write_id == write_id:  # this write's own finalize, running twice at once
+            return winner
+    raise PublishError(f"write {write_id} could not publish at {path}: other writers published first "
+                       f"{MAX_COMMIT_ATTEMPTS} times in a row; nothing was published")
+
+
+def _adopt_format1(layout: CacheLayout, manifest: Manifest, write_id: str) -> None:
+    """Keeps a format-1 cache's only version as `_versions/<1>.json`, so retention governs it too."""
+    target = layout.version(manifest.version)
+    fs.create_if_absent(target, manifest.to_json(), layout.temporary(target, write_id))
+
+
+def update_pointer(layout: CacheLayout) -> Manifest | None:
+    """Makes `_metadata.json` hold the newest committed version; returns it.
+
+    Writes only when the pointer is behind, and checks again after writing, so that
+    whichever writer finishes last leaves the newest version in place.
+    """
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        newest = latest_committed(layout.path)
+        if newest is None:
+            return None
+        try:
+            current = read_pointer(layout.path).version
+        except (CacheNotFoundError, CorruptCacheError):
+            current = None
+        if current is not None and current >= newest.version:
+            return newest
+        fs.write_bytes_atomic(layout.manifest, newest.to_json(format_version=1),
+                              layout.temporary(layout.manifest, newest.write_id))
+    raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
+
+
+def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
+    # part-100000 after part-99999: numbered names sort by length first within a folder.
+    folder, _, name = shard.path.replace("\\", "/").rpartition("/")
+    return folder, len(name), name
+
+
+def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: list[str]) -> None:
+    finals = [layout.shard(name) for name in names]
+    found = fs.sizes([s.path for s in staged] + finals)
+    sources, destinations = [], []
+    for shard, final in zip(staged, finals):
+        if found[shard.path] is not None:
+            sources.append(shard.path)
+            destinations.append(final)
+        elif found[final] != shard.num_bytes:
+            raise PublishError(
+                f"staged shard {shard.path} ({shard.num_rows} rows) is gone and {final} "
+                f"{'does not exist' if found[final] is None else f'has {found[final]} bytes, not {shard.num_bytes}'}; "
+                "was the staging folder deleted while the write ran?")
+    if sources:
+        fs.rename(sources, destinations)
+        fs.sync_dir(destinations[0])
+
+
+def abandon(path: str, write_id: str) -> None:
+    """Removes what an unpublished write left: its staging folder and any shard it moved.
+
+    Shards of the write that a kept version lists are left alone.
+
+    Raises:
+      ValueError: `write_id` is not a write id (so nothing else can be matched).
+    """
+    layout = CacheLayout(path)
+    check_write_id(write_id)
+    with cache_lock(layout):
+        if find_published(path, write_id) is None:
+            fs.delete(sorted(p for p in fs.list_dir(path, layout.shards_of(write_id))
+                             if write_id_of_shard(p.replace("\\", "/").rsplit("/", 1)[-1]) == write_id))
+    remove_staging(layout, write_id)
+
+
+def remove_staging(layout: CacheLayout, write_id: str) -> None:
+    """Removes what one write staged (its folder, and temporary files a killed run of it left), and
+    `_staging/` if it is left empty."""
+    fs.delete_tree(layout.staging(write_id))
+    fs.remove_empty_dir(layout.staging_root)
+    if fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
+        temporaries = [p for folder in (layout.path, layout.versions_dir) if fs.exists(folder)
+                       for p in fs.list_dir(folder, layout.temporaries_of(write_id))]
+        fs.delete(sorted(temporaries))

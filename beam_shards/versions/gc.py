@@ -1,0 +1,213 @@
+"""Garbage collection: retention of old versions, and what killed writes left behind.
+
+`plan` decides from names, ages and the kept manifests alone (pure logic) which
+files may go; `find_garbage` lists a cache and plans; `collect_garbage` does the same
+under the cache lock and deletes. The rules:
+
+- Versions: the newest `keep` versions and the one `_metadata.json` names are always
+  kept, and so is every version superseded less than `min_age` ago (a reader may
+  have opened it just before the next one was published). Other versions go: their
+  manifest and the shards no kept version lists.
+- Leftovers: a staging folder, a temporary file or a shard no version lists is
+  removed once its write started, and the file last changed, at least `min_age` ago,
+  so a write still running (a Beam job stages without any lock) keeps its files.
+  `min_age=0` removes them at once: use it only when no write to the cache runs.
+- Only files that `layout.classify` recognises are ever deleted, never a link's
+  target, and only in a folder that holds a cache or staging in beam_shards' layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+
+from beam_shards.errors import CacheNotFoundError
+from beam_shards.format.catalog import read_pointer, read_version, version_numbers
+from beam_shards.format.layout import STAGING_DIR, CacheLayout, classify, is_write_id, parse_version_name, write_id_time
+from beam_shards.format.manifest import Manifest
+from beam_shards.storage import fs
+from beam_shards.units import parse_duration
+from beam_shards.versions.commit import update_pointer
+from beam_shards.versions.lock import cache_lock
+
+DEFAULT_KEEP = 2
+DEFAULT_MIN_AGE = datetime.timedelta(days=7)
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    """How many versions and how much history gc keeps.
+
+    Example:
+        >>> Retention(keep=5, min_age=datetime.timedelta(hours=1))
+        Retention(keep=5, min_age=1:00:00)
+
+    Args:
+      keep: the newest versions always kept (at least 1).
+      min_age: versions superseded, and leftovers last changed, less than this long
+        ago are kept (a timedelta, seconds, or text like "7d" or "12h").
+
+    Raises:
+      ValueError: `keep` below 1, or `min_age` not a duration from 0 to 1000 years.
+    """
+
+    keep: int = DEFAULT_KEEP
+    min_age: datetime.timedelta = DEFAULT_MIN_AGE
+
+    def __post_init__(self) -> None:
+        if type(self.keep) is not int or self.keep < 1:
+            raise ValueError(f"keep must be an int of at least 1 (the latest version is always kept); got {self.keep!r}")
+        try:
+            object.__setattr__(self, "min_age", parse_duration(self.min_age))
+        except ValueError as error:
+            raise ValueError(f"min_age: {error}") from None
+
+    def __repr__(self) -> str:
+        return f"Retention(keep={self.keep}, min_age={self.min_age})"
+
+
+@dataclasses.dataclass
+class Garbage:
+    """What gc found (or removed): files by path relative to the cache, with their sizes and reasons.
+
+    Example:
+        >>> garbage = find_garbage("/tmp/my_cache")  # doctest: +SKIP
+        >>> garbage.removed_versions, sorted(garbage.files), garbage.num_bytes  # doctest: +SKIP
+    """
+
+    path: str
+    files: dict[str, int]
+    reasons: dict[str, str]
+    removed_versions: list[int]
+    kept_versions: list[int]
+    published: bool
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def __repr__(self) -> str:
+        return (f"Garbage(path={self.path!r}, files={len(self.files)}, num_bytes={self.num_bytes}, "
+                f"removed_versions={self.removed_versions})")
+
+
+def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int | None, retention: Retention,
+         now: datetime.datetime) -> tuple[dict[str, str], list[int]]:
+    """Which of `files` (relative path -> stat) gc removes, with why; and the versions removed.
+
+    Args:
+      files: every file under the cache folder.
+      versions: the manifests of every version in `_versions/` (or the format-1 one).
+      pointer: the version `_metadata.json` names, None if there is none.
+      retention: what to keep.
+      now: the current time (UTC).
+    """
+    numbers = sorted(m.version for m in versions)
+    by_number = {m.version: m for m in versions}
+    kept = set(numbers[-retention.keep:]) | ({pointer} & set(numbers) if pointer is not None else set())
+    for older, newer in zip(numbers, numbers[1:]):
+        superseded = by_number[newer].created_at
+        if superseded is None or now - superseded < retention.min_age:
+            kept.add(older)
+    removed = [n for n in numbers if n not in kept]
+    referenced = {s.file for n in kept for s in by_number[n].shards}
+    listed_by_removed = {s.file for n in removed for s in by_number[n].shards}
+    reasons = {}
+    for relative, stat in files.items():
+        found = classify(relative)
+        if found is None:
+            continue
+        kind, write_id = found
+        if kind == "version" and parse_version_name(relative.rsplit("/", 1)[-1]) in removed:
+            reasons[relative] = "manifest of a version retention removes"
+        elif kind == "shard" and relative not in referenced:
+            if relative in listed_by_removed:
+                reasons[relative] = "shard only versions that retention removes list"
+            elif _stale(write_id, stat, retention, now):
+                reasons[relative] = "shard no version lists, of a write that never published"
+        elif kind in ("staged", "temporary") and _stale(write_id, stat, retention, now):
+            reasons[relative] = "staged by a write that stopped" if kind == "staged" else "temporary file of a write that stopped"
+    return reasons, removed
+
+
+def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime.datetime) -> bool:
+    changed = max(write_id_time(write_id), datetime.datetime.fromtimestamp(stat.mtime, datetime.timezone.utc))
+    return now - changed >= retention.min_age
+
+
+def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None) -> Garbage:
+    """Lists what gc would remove from the cache at `path` (removes nothing).
+
+    Raises:
+      CacheNotFoundError: `path` holds neither a cache nor staging in beam_shards' layout.
+      CorruptCacheError: a manifest cannot be read, so which shards belong to which
+        version is unknown; nothing is removed then.
+    """
+    try:  # before the listing, so every version up to the pointer's is in it
+        latest: Manifest | None = read_pointer(path)
+    except CacheNotFoundError:
+        latest = None
+    pointer = latest.version if latest is not None else None
+    files = fs.walk(path) if _is_folder(path) else {}
+    numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
+    found = {}
+    for number in numbers:
+        try:
+            found[number] = read_version(path, number)
+        except FileNotFoundError:  # removed by another gc since the listing
+            continue
+    if latest is not None:
+        found.setdefault(latest.version, latest)  # a format-1 cache, or a listing that missed it
+    versions = [found[n] for n in sorted(found)]
+    if pointer is None and not versions and not _holds_our_layout(path, files):
+        raise CacheNotFoundError(f"{path} is not a beam_shards cache (no _metadata.json, no versions) and holds no "
+                                 "staging a beam_shards write left; nothing removed")
+    reasons, removed = plan(files, versions, pointer, retention, now or datetime.datetime.now(datetime.timezone.utc))
+    return Garbage(path, {r: files[r].size for r in sorted(reasons)}, reasons, removed,
+                   [m.version for m in versions if m.version not in removed], pointer is not None)
+
+
+def _holds_our_layout(path: str, files: dict[str, fs.FileStat]) -> bool:
+    """Whether a folder without versions holds what a beam_shards write leaves: staged or temporary
+    files, or (locally) a staging folder named for a write id."""
+    if any((classify(r) or ("",))[0] in ("staged", "temporary") for r in files):
+        return True
+    staging = os.path.join(fs.local_path(path), STAGING_DIR)
+    return (fs.is_local(path) and os.path.isdir(staging) and not os.path.islink(staging)
+            and any(is_write_id(name) for name in os.listdir(staging)))
+
+
+def _is_folder(path: str) -> bool:
+    return not fs.is_local(path) or os.path.isdir(fs.local_path(path))
+
+
+def collect_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None) -> Garbage:
+    """Removes what `find_garbage` lists, under the cache lock; returns what was removed.
+
+    Also brings `_metadata.json` up to the newest committed version, should a writer
+    have died between its commit and that update.
+
+    Raises:
+      CacheNotFoundError, CorruptCacheError: as `find_garbage`; nothing is removed.
+      WriteInProgressError: a local publish or gc holds the lock now; nothing is removed.
+    """
+    layout = CacheLayout(path)
+    find_garbage(path, retention, now=now)  # a folder that is not a cache gets no lock file either
+    with cache_lock(layout, wait=False):
+        garbage = find_garbage(path, retention, now=now)
+        if garbage.published or garbage.kept_versions:
+            update_pointer(layout)
+        # Manifests before shards: a version is gone before any of its files are.
+        ordered = sorted(garbage.files, key=lambda r: (classify(r)[0] != "version", r))
+        fs.delete([fs.join(path, *relative.split("/")) for relative in ordered])
+        if fs.is_local(path):
+            _remove_empty_dirs(os.path.join(fs.local_path(path), STAGING_DIR))
+    return garbage
+
+
+def _remove_empty_dirs(folder: str) -> None:
+    if os.path.islink(folder):
+        return
+    for current, _, _ in sorted(os.walk(folder), key=lambda entry: -len(entry[0])):
+        fs.remove_empty_dir(current)

@@ -1,0 +1,44 @@
+"""The cache lock: local publishes and gc of one cache folder take turns.
+
+A local folder has `<cache>/.lock` (a `filelock` lock, so it works across processes
+and is released if its holder dies). Publishing holds it from moving shards into place
+until `_metadata.json` points at the new version, and gc holds it from listing to
+deleting, so gc never sees a publish half done. Object stores have no lock: there the
+create-if-absent commit and gc's age rule (see `gc.py`) keep them apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import filelock
+
+from beam_shards.errors import WriteInProgressError
+from beam_shards.format.layout import LOCK_NAME, CacheLayout
+from beam_shards.storage import fs
+
+
+@contextlib.contextmanager
+def cache_lock(layout: CacheLayout, *, wait: bool = True) -> Iterator[None]:
+    """Holds the lock of a local cache folder (creating the folder); does nothing on object stores.
+
+    Raises:
+      WriteInProgressError: `wait` is False and another process holds the lock.
+    """
+    if not fs.is_local(layout.path):
+        yield
+        return
+    folder = fs.local_path(layout.path)
+    os.makedirs(folder, exist_ok=True)
+    lock = filelock.FileLock(fs.local_path(layout.lock))
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except filelock.Timeout:
+        raise WriteInProgressError(f"a write or gc of {layout.path} is running (it holds {LOCK_NAME}); "
+                                   "try again once it is done") from None
+    try:
+        yield
+    finally:
+        lock.release()
