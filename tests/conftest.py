@@ -7,9 +7,11 @@ processes that share nothing with the test but the file system.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -76,3 +78,82 @@ def portable_services(tmp_path_factory) -> Iterator[PortableServices]:
 def portable_options(portable_services: PortableServices):
     """A function building PipelineOptions for the portable services (extra flags appended)."""
     return portable_services.options
+
+
+# markers ---------------------------------------------------------------------------
+# Every test is marked by what it needs, read from its code (and the helpers and fixtures
+# it calls in tests/), so a new test is marked without anyone remembering to:
+#   beam        runs a Beam pipeline (apache_beam, the sink or source, or a conversion pipeline)
+#   stores      starts a real protocol server (moto's S3, fake-gcs-server)
+#   subprocess  starts other processes (a script, multi_processing workers, the portable runner)
+#   slow        marked by hand: long fault-injection or large-data tests
+# The edit loop skips the last two kinds: pytest -m "not slow and not stores".
+
+_STORE_FIXTURES = {"store", "s3_server", "gcs_server"}
+_PROCESS_FIXTURES = {"portable_options", "portable_services"}
+_BEAM_MODULES = ("apache_beam", "beam_shards.beam", "pipelines")
+_PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "concurrent.futures.process")
+_PROCESS_WORDS = {"multi_processing", "spawn", "forkserver", "fork", "Popen", "ProcessPoolExecutor"}
+
+
+def _needs(item: pytest.Item) -> set[str]:
+    """What a test needs, from the names its code and its helpers' code use."""
+    needs: set[str] = set()
+    seen: set[int] = set()
+
+    def visit_object(obj) -> None:
+        if obj is None or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        name = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None) or ""
+        if name.startswith(_BEAM_MODULES):
+            needs.add("beam")
+        if name.startswith(_PROCESS_MODULES):
+            needs.add("subprocess")
+        if inspect.isclass(obj) and _in_tests(obj):
+            for member in vars(obj).values():
+                visit_object(getattr(member, "__func__", member))
+        code = getattr(obj, "__code__", None)
+        if code is not None and code.co_filename.startswith(_TESTS_DIR):
+            visit_code(code, obj.__globals__)
+        for wrapped in (getattr(obj, "func", None), getattr(obj, "__wrapped__", None)):  # partials, decorators
+            visit_object(wrapped)
+
+    def visit_code(code: types.CodeType, module_globals: dict) -> None:
+        if _PROCESS_WORDS.intersection(code.co_names):
+            needs.add("subprocess")
+        for name in code.co_names:
+            visit_object(module_globals.get(name))
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                visit_code(const, module_globals)
+            elif isinstance(const, str) and (const in _PROCESS_WORDS or "--direct_running_mode=multi_processing" in const):
+                needs.add("subprocess")
+
+    visit_object(getattr(item, "function", None))
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        words = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(w, str) and (w in _PROCESS_WORDS or "multi_processing" in w) for w in words):
+            needs.add("subprocess")
+    for name in item.fixturenames:
+        for definition in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            visit_object(definition.func)
+    if _STORE_FIXTURES.intersection(item.fixturenames):
+        needs.add("stores")
+    if _PROCESS_FIXTURES.intersection(item.fixturenames):
+        needs.update(("subprocess", "beam"))
+    for marker in ("beam", "stores", "subprocess"):
+        if item.get_closest_marker(marker):
+            needs.add(marker)
+    return needs
+
+
+def _in_tests(obj) -> bool:
+    module = sys.modules.get(getattr(obj, "__module__", ""), None)
+    return (getattr(module, "__file__", None) or "").startswith(_TESTS_DIR)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in sorted(_needs(item)):
+            item.add_marker(marker)
