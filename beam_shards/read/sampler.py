@@ -1,14 +1,67 @@
-"""`ShardedSampler`: the order a training run reads a dataset in, reproducible and resumable."""
+"""`ShardedSampler`: the order a training run reads a dataset in, reproducible and resumable.
+
+An epoch's order depends only on (seed, epoch). Its samples are handed out in segments:
+a segment starts at `offset`, the number of samples of the epoch that all ranks had
+consumed when it began (0 for a fresh epoch), and splits the rest of the order among
+the ranks as torch's `DistributedSampler` splits a whole epoch. A state records where
+its rank stands; loading it starts a new segment at the samples every rank has consumed
+by then, so a run resumed on another number of ranks (elastic) still reads each
+remaining sample of the epoch once. The arithmetic is pure and lives in `SamplerState`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Iterator, Sized
 from typing import Any
 
 import numpy as np
 
-_STATE_KEYS = ("epoch", "seed", "position", "num_samples", "world_size", "rank")
+STATE_FORMAT = "beam_shards.ShardedSampler/2"
+# What a state must agree on with the sampler that loads it: the order of every epoch.
+_ORDER_KEYS = ("num_samples", "seed", "shuffle", "block_size", "drop_last", "dataset")
+_MAX_SEED = (1 << 63) - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerState:
+    """Where one rank stands in an epoch: `position` of its indices handed out in the segment
+    that began after `offset` samples of the epoch, split among `world_size` ranks."""
+
+    epoch: int
+    offset: int
+    position: int
+    world_size: int
+    num_samples: int
+    drop_last: bool
+
+    def segment_length(self) -> int:
+        """How many indices each rank is handed in this segment (padded or cut to split evenly)."""
+        remaining = self.num_samples - self.offset
+        if self.drop_last:
+            return remaining // self.world_size
+        return -(-remaining // self.world_size)
+
+    def consumed(self) -> int:
+        """Samples of the epoch consumed by all ranks together, padding repeats not counted."""
+        return min(self.num_samples, self.offset + self.position * self.world_size)
+
+    def advanced(self, count: int) -> SamplerState:
+        """This state after `count` more indices were handed out; past the segment's end, the
+        next epoch's start (so a state saved when an epoch ended resumes at the next one)."""
+        position = self.position + count
+        if position >= self.segment_length():
+            return dataclasses.replace(self, epoch=self.epoch + 1, offset=0, position=0)
+        return dataclasses.replace(self, position=position)
+
+    def rebased(self, world_size: int) -> SamplerState:
+        """A new segment starting at the samples consumed so far, for `world_size` ranks."""
+        return dataclasses.replace(self, offset=self.consumed(), position=0, world_size=world_size).normalised()
+
+    def normalised(self) -> SamplerState:
+        """The next epoch's start for a state at its segment's end, else this state."""
+        return self.advanced(0) if self.position >= self.segment_length() else self
 
 
 class ShardedSampler:
@@ -18,11 +71,20 @@ class ShardedSampler:
     workers) without importing torch. Ranks split each epoch as torch's
     `DistributedSampler` does: the epoch's order is padded by repeating its start (or
     cut, with `drop_last`) to a multiple of `world_size`, and rank r takes positions
-    r, r + world_size, ... `state_dict()` records how many indices this rank has
-    yielded in the current epoch; `load_state_dict()` continues exactly after them.
-    With `block_size`, the order shuffles blocks of `block_size` neighbouring rows and
-    then the rows inside each block, so consecutive reads stay within a few record
-    batches (a big saving on an object store) while every epoch still differs.
+    r, r + world_size, ... With `block_size`, the order shuffles blocks of
+    `block_size` neighbouring rows and then the rows inside each block, so consecutive
+    reads stay within a few record batches (a big saving on an object store) while
+    every epoch still differs.
+
+    An iteration that runs to its end moves the sampler to the next epoch, so an
+    epoch-end state resumes at the next epoch's start and a loop that never calls
+    `set_epoch` still gets a new order each epoch. `state_dict()` records how many
+    indices this rank has handed out; a DataLoader that prefetches has handed out more
+    than the loop consumed, so checkpoint through `ShardedDataLoader` (or torchdata's
+    `StatefulDataLoader`), which count consumed batches. `load_state_dict()` takes a
+    state saved on any number of ranks: the samples every rank consumed are skipped,
+    and the rest of the epoch is split among this sampler's ranks (padded by repeating
+    the start of the rest, or cut with `drop_last`).
 
     Example:
         >>> sampler = ShardedSampler(10, seed=1)
@@ -30,15 +92,18 @@ class ShardedSampler:
         >>> sorted(first) == list(range(10))
         True
         >>> it = iter(ShardedSampler(10, seed=1)); _ = [next(it) for _ in range(4)]
-        >>> state = {"epoch": 0, "seed": 1, "position": 4, "num_samples": 10, "world_size": 1, "rank": 0}
-        >>> resumed = ShardedSampler(10, seed=1); resumed.load_state_dict(state)
+        >>> resumed = ShardedSampler(10, seed=1)
+        >>> resumed.load_state_dict(ShardedSampler(10, seed=1).state_dict() | {"position": 4})
         >>> list(resumed) == first[4:]
         True
 
     Args:
-      dataset_or_len: the dataset (anything with `len`) or its length.
+      dataset_or_len: the dataset (anything with `len`) or its length. A dataset that
+        names its rows (`ShardedDataset.identity`) ties states to that cache version
+        and view.
       shuffle: shuffle each epoch; False gives 0, 1, 2, ... split across ranks.
-      seed: the seed; the same (seed, epoch) gives the same order on every machine.
+      seed: the seed, 0 <= seed < 2^63; the same (seed, epoch) gives the same order on
+        every machine.
       rank: this process's rank, 0 <= rank < world_size.
       world_size: how many ranks share each epoch.
       drop_last: drop the tail that does not divide evenly among ranks instead of
@@ -47,9 +112,9 @@ class ShardedSampler:
 
     Raises:
       TypeError: an argument of the wrong type (the value is named).
-      ValueError: a negative length, a rank outside 0..world_size-1, a world_size or
-        block_size below 1; in `load_state_dict`, a state for another dataset length,
-        seed or world, or a position past the epoch.
+      ValueError: a negative length or seed, a rank outside 0..world_size-1, a
+        world_size or block_size below 1; in `load_state_dict`, a state of another
+        order (length, seed, shuffle, block_size, drop_last, cache version or view).
     """
 
     def __init__(self, dataset_or_len: Sized | int, *, shuffle: bool = True, seed: int = 0, rank: int = 0,
@@ -60,82 +125,114 @@ class ShardedSampler:
         self.rank = _int(rank, "rank", low=0)
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be in 0..{self.world_size - 1} for world_size {self.world_size}; got {rank}")
-        self.seed = _int(seed, "seed")
+        self.seed = _int(seed, "seed", low=0, high=_MAX_SEED)
         self.block_size = None if block_size is None else _int(block_size, "block_size", low=1)
         if not isinstance(shuffle, bool) or not isinstance(drop_last, bool):
             raise TypeError(f"shuffle and drop_last must be bools; got {shuffle!r} and {drop_last!r}")
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.epoch = 0
-        self._position = 0
+        identity = getattr(dataset_or_len, "identity", None)
+        self.dataset = identity if isinstance(identity, str) else None
+        self._state = SamplerState(0, 0, 0, self.world_size, self.num_samples, drop_last)
 
     def __repr__(self) -> str:
         return (f"ShardedSampler(num_samples={self.num_samples}, shuffle={self.shuffle}, seed={self.seed}, "
                 f"rank={self.rank}, world_size={self.world_size}, drop_last={self.drop_last}, "
                 f"block_size={self.block_size}, epoch={self.epoch})")
 
+    @property
+    def epoch(self) -> int:
+        return self._state.epoch
+
     def __len__(self) -> int:
-        """How many indices this rank yields per epoch."""
-        if self.drop_last:
-            return self.num_samples // self.world_size
-        return -(-self.num_samples // self.world_size)
+        """How many indices this rank yields in the current segment (a whole epoch unless resumed)."""
+        return self._state.segment_length()
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch `epoch` (from its beginning) on the next iteration."""
-        self.epoch = _int(epoch, "epoch", low=0)
-        self._position = 0
+        """Starts epoch `epoch` on the next iteration; the current epoch (a loaded state's, or the one
+        an iteration to the end moved to) keeps its position."""
+        epoch = _int(epoch, "epoch", low=0)
+        if epoch != self._state.epoch:
+            self._state = SamplerState(epoch, 0, 0, self.world_size, self.num_samples, self.drop_last)
 
     def __iter__(self) -> Iterator[int]:
         mine = self.epoch_indices()
-        start, self._position = self._position, 0
-        for position in range(start, len(mine)):
-            self._position = position + 1
+        for position in range(self._state.position, len(mine)):
+            self._state = dataclasses.replace(self._state, position=position + 1)
             yield int(mine[position])
-        self._position = 0
+        self._state = self._state.normalised()
 
     def epoch_indices(self) -> np.ndarray:
-        """This rank's indices for the current epoch, in order."""
-        order = self._order()
+        """This rank's indices for the current segment of the current epoch, in order."""
+        rest = self._order()[self._state.offset:]
         total = len(self) * self.world_size
-        if total > len(order):  # pad with the start of the order, as DistributedSampler does
-            order = np.resize(order, total)
-        return order[self.rank:total:self.world_size]
+        if total > len(rest):  # pad with the start of the rest, as DistributedSampler does
+            rest = np.resize(rest, total)
+        return rest[self.rank:total:self.world_size]
 
     def _order(self) -> np.ndarray:
         n = self.num_samples
         if not self.shuffle:
             return np.arange(n, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, self.epoch])
+        rng = np.random.default_rng([self.seed, self._state.epoch])
         if self.block_size is None or self.block_size >= n:
             return _shuffled_block(rng, 0, n)
         starts = rng.permutation(np.arange(0, n, self.block_size))
         return np.concatenate([_shuffled_block(rng, s, min(s + self.block_size, n)) for s in starts.tolist()])
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: the epoch and how many of its indices it has yielded (plus what they depend on)."""
-        return {"epoch": self.epoch, "seed": self.seed, "position": self._position, "num_samples": self.num_samples,
-                "world_size": self.world_size, "rank": self.rank}
+        """Where this rank stands (the epoch, the segment and the indices it handed out), and the order
+        it depends on; an epoch handed out to its end is the next epoch's start."""
+        return self._state_dict(self._state.normalised())
+
+    def state_after(self, state: dict[str, Any], count: int) -> dict[str, Any]:
+        """`state` (from this sampler's `state_dict`) after `count` more of its indices were consumed:
+        what a loader that counts consumed batches saves, whatever its workers prefetched."""
+        return self._state_dict(self._checked(state).advanced(count))
+
+    def _state_dict(self, state: SamplerState) -> dict[str, Any]:
+        return {"format": STATE_FORMAT, "epoch": state.epoch, "offset": state.offset, "position": state.position,
+                "consumed": state.consumed(), "world_size": state.world_size, "rank": self.rank,
+                "num_samples": self.num_samples, "seed": self.seed, "shuffle": self.shuffle,
+                "block_size": self.block_size, "drop_last": self.drop_last, "dataset": self.dataset}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continues from `state` (from `state_dict`): the next iteration yields the rest of that epoch.
+        """Continues from `state` (a `state_dict` of any rank of a run on any number of ranks): the next
+        iteration yields this rank's share of the rest of that epoch.
+
+        Ranks consume the same number of batches (as distributed training requires), so any
+        rank's state says how many samples of the epoch every rank consumed; the rest is split
+        among this sampler's ranks. On as many ranks as before, each rank continues exactly
+        where it stopped.
 
         Raises:
-          ValueError: the state is for another length, seed, world or rank, lacks a
-            key, or its position is past the epoch's end.
+          ValueError: the state is not a sampler state, or is of another order (length,
+            seed, shuffle, block_size, drop_last, cache version or view).
         """
-        missing = [key for key in _STATE_KEYS if key not in state]
+        self._state = self._checked(state).rebased(self.world_size)
+
+    def _checked(self, state: Any) -> SamplerState:
+        if not isinstance(state, dict):
+            raise ValueError(f"a sampler state is a dict from ShardedSampler.state_dict(); got {type(state).__name__}")
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a ShardedSampler state of this version (format {state.get('format')!r}, "
+                             f"expected {STATE_FORMAT!r}); got keys {sorted(state)}")
+        missing = [key for key in (*_ORDER_KEYS, "epoch", "offset", "position", "world_size") if key not in state]
         if missing:
             raise ValueError(f"sampler state lacks {missing}; got keys {sorted(state)}")
-        mine = {"seed": self.seed, "num_samples": self.num_samples, "world_size": self.world_size, "rank": self.rank}
+        mine = {key: getattr(self, key) for key in _ORDER_KEYS}
         differ = {key: (state[key], value) for key, value in mine.items() if state[key] != value}
         if differ:
             shown = ", ".join(f"{key} {saved!r} (this sampler: {value!r})" for key, (saved, value) in differ.items())
-            raise ValueError(f"sampler state is for another run: {shown}")
-        epoch = _int(state["epoch"], "epoch", low=0)
-        position = _int(state["position"], "position", low=0)
-        if position > len(self):
-            raise ValueError(f"sampler state position {position} is past the epoch's {len(self)} indices")
-        self.epoch, self._position = epoch, position
+            raise ValueError(f"sampler state is for another order: {shown}")
+        world_size = _int(state["world_size"], "state world_size", low=1)
+        saved = SamplerState(_int(state["epoch"], "state epoch", low=0), _int(state["offset"], "state offset", low=0),
+                             _int(state["position"], "state position", low=0), world_size, self.num_samples,
+                             self.drop_last)
+        if saved.offset > self.num_samples or saved.position > saved.segment_length():
+            raise ValueError(f"sampler state offset {saved.offset} and position {saved.position} are past the epoch "
+                             f"of {self.num_samples} samples on {world_size} rank(s)")
+        return saved
 
 
 def _shuffled_block(rng: np.random.Generator, start: int, stop: int) -> np.ndarray:
@@ -153,10 +250,12 @@ def _length(dataset: Any) -> int:
         raise TypeError(f"ShardedSampler takes a dataset with a length or an int; got {type(dataset).__name__}") from None
 
 
-def _int(value: Any, what: str, low: int | None = None) -> int:
+def _int(value: Any, what: str, low: int | None = None, high: int | None = None) -> int:
     if not _is_int(value):
         raise TypeError(f"{what} must be an int; got {value!r}")
     value = operator.index(value)
     if low is not None and value < low:
         raise ValueError(f"{what} must be at least {low}; got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{what} must be at most {high}; got {value}")
     return value
