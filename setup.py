@@ -37,6 +37,8 @@ setuptools.setup(
             "hypothesis>=6.100",
             "simplejpeg>=1.7",
             "torch==2.13.0",
+            # tests/test_resume.py drives ShardedSampler with torchdata's StatefulDataLoader.
+            "torchdata>=0.11",
             "grain>=0.2.10",
             "google-crc32c>=1.5",
             # An independent TFRecord writer (not TensorFlow) for tests/test_tfrecord.py.

@@ -23,19 +23,20 @@ from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.verify import VerifyReport, verify
 from beam_shards.write import write_shards
 
-_BEAM_TRANSFORMS = {
+_LAZY = {
     "WriteToArrowShards": "beam_shards.beam.sink",
     "ReadFromArrowShards": "beam_shards.beam.source",
     "ReadAllFromArrowShards": "beam_shards.beam.source",
+    "ShardedDataLoader": "beam_shards.read.loader",
 }
 
 
 def __getattr__(name: str):
-    # The Beam transforms import apache_beam, which training code reading a cache never needs.
-    if name in _BEAM_TRANSFORMS:
+    # The Beam transforms import apache_beam, which training code never needs; the loader imports torch.
+    if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_BEAM_TRANSFORMS[name]), name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'beam_shards' has no attribute {name!r}")
 
 
@@ -43,7 +44,7 @@ __all__ = [
     "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError", "CacheNotFoundError", "ClassLabel",
     "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest", "PublishError",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
-    "ShardWriter", "ShardedDataset", "ShardedSampler", "StoreAccessError", "Value", "VerifyReport",
+    "ShardWriter", "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "StoreAccessError", "Value", "VerifyReport",
     "VersionNotFoundError", "Video", "WriteInProgressError",
     "WriteToArrowShards", "WriterOptions", "__version__", "abandon", "collect_garbage", "encode_example",
     "list_versions", "new_write_id", "parse_count", "parse_duration", "parse_size", "read_metadata",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from beam_shards.errors import FeatureError
-from beam_shards.features import Features
+from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature
 from beam_shards.features.decode import check_image_mode
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
@@ -35,6 +35,9 @@ class ShardedDataset:
       columns: the columns to return (all by default).
       image_mode: "pil" (default), "numpy" (HxWxC or, single-channel, HxW) or "bytes" (undecoded).
       transform: an optional function applied to each decoded example.
+      writable: numpy arrays (Array features, images with `image_mode="numpy"`) that
+        torch and in-place code may write to; False gives zero-copy read-only views of
+        the cache's memory where there are any.
       max_open_shards, max_memory_bytes, cache_dir, cache_max_bytes: passed to
         `ArrowBackend.open` (for a cache on an object store, `cache_dir` keeps whole
         shards on local disk, shared by every DataLoader worker).
@@ -50,7 +53,7 @@ class ShardedDataset:
 
     def __init__(self, source: str | ArrowBackend, *, version: int | None = None, columns: Sequence[str] | None = None,
                  image_mode: str = "pil", transform: Callable[[dict[str, Any]], Any] | None = None,
-                 max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                 writable: bool = True, max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
                  cache_dir: str | None = None, cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES):
         backend = (source if isinstance(source, ArrowBackend)
                    else ArrowBackend.open(source, version=version, max_open_shards=max_open_shards,
@@ -65,6 +68,12 @@ class ShardedDataset:
         if unknown:
             raise KeyError(f"unknown column(s) {unknown}; the cache has {list(self._features)}")
         self._image_mode = check_image_mode(image_mode)
+        if not isinstance(writable, bool):
+            raise TypeError(f"writable must be a bool; got {writable!r}")
+        self._writable = writable
+        # The columns whose values may be read-only numpy views, copied when `writable`.
+        self._array_columns = tuple(name for name in self._columns
+                                    if writable and _may_hold_arrays(self._features[name], self._image_mode))
         self._transform = transform
         self._indices: range | np.ndarray = range(backend.num_rows)
 
@@ -80,8 +89,17 @@ class ShardedDataset:
         manifest = self._backend.manifest
         transform = "" if self._transform is None else \
             f", transform={getattr(self._transform, '__qualname__', self._transform)!s}"
+        writable = "" if self._writable else ", writable=False"
         return (f"ShardedDataset(path={manifest.path!r}, version={manifest.version}, view={self._describe_view()}, "
-                f"num_rows={len(self)}, columns={list(self._columns)}, image_mode={self._image_mode!r}{transform})")
+                f"num_rows={len(self)}, columns={list(self._columns)}, image_mode={self._image_mode!r}"
+                f"{writable}{transform})")
+
+    @property
+    def identity(self) -> str:
+        """What this dataset's rows are, as a checkpoint must match: the cache version (its write id)
+        and the view; the same wherever the cache was copied to."""
+        manifest = self._backend.manifest
+        return f"{manifest.write_id} version {manifest.version}, {self._describe_view()}, {len(self)} rows"
 
     def _describe_view(self) -> str:
         """Which rows of the version this dataset holds, so Grain's checkpoint check sees a changed view."""
@@ -105,6 +123,8 @@ class ShardedDataset:
         """The examples at `indices` (torch's batched fetch)."""
         rows = self._backend.read_rows(self._global(check_indices(indices, len(self), "dataset")), self._image_mode,
                                        self._columns)
+        if self._array_columns:
+            rows = [self._made_writable(row) for row in rows]
         return rows if self._transform is None else [self._transform(row) for row in rows]
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
@@ -123,10 +143,33 @@ class ShardedDataset:
 
     def _read(self, index: int) -> Any:
         row = self._backend.read_row(index, self._image_mode, self._columns)
+        if self._array_columns:
+            row = self._made_writable(row)
         return row if self._transform is None else self._transform(row)
+
+    def _made_writable(self, row: dict[str, Any]) -> dict[str, Any]:
+        for name in self._array_columns:
+            row[name] = _writable(row[name])
+        return row
 
     def _view(self, indices: range | np.ndarray) -> ShardedDataset:
         view = object.__new__(ShardedDataset)
         view.__dict__.update(self.__dict__)
         view._indices = indices
         return view
+
+
+def _may_hold_arrays(feature: Feature, image_mode: str) -> bool:
+    """Whether values of `feature` decode to numpy arrays (at any depth) in `image_mode`."""
+    if isinstance(feature, SequenceFeature):
+        return _may_hold_arrays(feature.feature, image_mode)
+    return isinstance(feature, Array) or (isinstance(feature, Image) and image_mode == "numpy")
+
+
+def _writable(value: Any) -> Any:
+    """`value` with every read-only numpy array in it copied."""
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if isinstance(value, list):
+        return [_writable(item) for item in value]
+    return value
