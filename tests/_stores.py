@@ -124,3 +124,109 @@ def store(request, monkeypatch) -> Store:
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(FileSystems, "_pipeline_options", None)
     return Store(server, f"{server.scheme}://{BUCKET}/{uuid.uuid4().hex[:12]}")
+
+
+class FaultyProxy:
+    """An HTTP proxy on 127.0.0.1 in front of a store server that answers chosen requests with an error.
+
+    `refuse(part, status, code, times)` makes the next `times` requests (every one when
+    None) whose path holds `part` get `status` with an S3-style error body of `code`
+    instead of reaching the store: 403 AccessDenied for a denied object, 503 SlowDown for
+    throttling. Everything else is forwarded as it is. `refused` counts the answers given.
+    """
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.rules: list[list] = []
+        self.refused = 0
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                rule = proxy._rule(self.path)
+                if rule is not None:
+                    status, code = rule
+                    data = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+                            f"<Message>{code} (injected by the test proxy)</Message></Error>").encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                    return
+                self._forward(body)
+
+            def _forward(self, body: bytes) -> None:
+                import http.client
+
+                connection = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
+                headers = {key: value for key, value in self.headers.items() if key.lower() != "host"}
+                headers["Host"] = proxy.upstream.netloc
+                connection.request(self.command, self.path, body=body or None, headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+                self.send_response(response.status)
+                for key, value in response.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                # A HEAD's answer has no body but says the object's length.
+                length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                connection.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def refuse(self, part: str, status: int = 403, code: str = "AccessDenied", times: int | None = None) -> None:
+        self.rules.append([part, status, code, times])
+
+    def _rule(self, path: str) -> tuple[int, str] | None:
+        for rule in self.rules:
+            part, status, code, times = rule
+            if part in path and times != 0:
+                if times is not None:
+                    rule[3] = times - 1
+                self.refused += 1
+                return status, code
+        return None
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
+    """A prefix on the S3 server reached through a `FaultyProxy`, with the environment pointing at the proxy."""
+    from apache_beam.io.filesystems import FileSystems
+
+    proxy = FaultyProxy(s3_server.endpoint)
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in StoreServer("s3", proxy.endpoint).env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    try:
+        yield Store(StoreServer("s3", proxy.endpoint), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"), proxy
+    finally:
+        proxy.close()

@@ -18,7 +18,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from _services import free_port, stop, wait_for_port
-from _stores import gcs_server, s3_server, store  # noqa: F401 (fixtures)
+from _stores import faulty_s3, gcs_server, s3_server, store  # noqa: F401 (fixtures)
 
 # Beam pickles test functions by reference to their module; SDK workers in other
 # processes (multi_processing, the portable worker pool) import them from here.
@@ -89,7 +89,7 @@ def portable_options(portable_services: PortableServices):
 #   slow        marked by hand: long fault-injection or large-data tests
 # The edit loop skips the last two kinds: pytest -m "not slow and not stores".
 
-_STORE_FIXTURES = {"store", "s3_server", "gcs_server"}
+_STORE_FIXTURES = {"store", "s3_server", "gcs_server", "faulty_s3"}
 _PROCESS_FIXTURES = {"portable_options", "portable_services"}
 _BEAM_MODULES = ("apache_beam", "beam_shards.beam", "pipelines")
 _PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "concurrent.futures.process")

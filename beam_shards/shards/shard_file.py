@@ -17,7 +17,7 @@ from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
 from beam_shards.format.catalog import version_numbers
 from beam_shards.format.manifest import Manifest, ShardInfo, size_problem
-from beam_shards.storage import fs
+from beam_shards.storage import fs, store_errors
 from beam_shards.storage.checksum import Crc32
 
 _CHUNK = 8 << 20
@@ -77,10 +77,14 @@ class ShardFile:
 
     @contextlib.contextmanager
     def unreadable_as_corrupt(self) -> Iterator[None]:
-        """Turns pyarrow's errors reading the shard into a CorruptCacheError naming it."""
+        """Turns pyarrow's errors reading the shard into a CorruptCacheError naming it, and the
+        errors of a store that would not serve it into a StoreAccessError (the shard is not to blame)."""
         try:
             yield
         except (pa.ArrowException, OSError) as error:
+            found = store_errors.kind(error) if self.is_remote else None
+            if found in ("denied", "throttled", "unreachable"):
+                raise store_errors.access_error(self.path, f"read {self.where} from", error, found) from None
             raise CorruptCacheError(f"{self.where} is not a readable Arrow IPC file: {error}") from None
 
     def open(self, *, columns: Sequence[str] | None = None, copy: str | None = None) -> pa.ipc.RecordBatchFileReader:

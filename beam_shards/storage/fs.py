@@ -24,7 +24,7 @@ import stat
 from typing import TYPE_CHECKING, BinaryIO
 
 from beam_shards.errors import FileTooLargeError
-from beam_shards.storage import store_calls
+from beam_shards.storage import store_calls, store_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -102,6 +102,8 @@ def open_read(path: str) -> BinaryIO:
 
     Raises:
       FileNotFoundError: nothing is at `path`, on every scheme (the error names it).
+      StoreAccessError: the store denied the read, or throttled or did not answer
+        every attempt.
     """
     if is_local(path):
         fd = os.open(local_path(path), os.O_RDONLY | os.O_NONBLOCK)
@@ -111,12 +113,15 @@ def open_read(path: str) -> BinaryIO:
         return os.fdopen(fd, "rb")
     from apache_beam.io.filesystem import CompressionTypes
 
-    try:
-        return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    except Exception:  # each store's client has its own error for a missing object
-        if not exists(path):
-            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
-        raise
+    def attempt() -> BinaryIO:
+        try:
+            return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        except Exception as error:  # each store's client has its own error for a missing object
+            if store_errors.kind(error) is None and not exists(path):
+                raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+            raise
+
+    return store_errors.retried(path, "read", attempt)
 
 
 def open_random_access(path: str) -> pa.NativeFile:
@@ -129,6 +134,8 @@ def open_random_access(path: str) -> pa.NativeFile:
     Raises:
       FileNotFoundError: nothing is at `path` (the error names it).
       IsADirectoryError: a local `path` is not a regular file.
+      StoreAccessError: the store denied the read, or throttled or did not answer
+        every attempt.
     """
     import pyarrow as pa
 
@@ -141,11 +148,18 @@ def open_random_access(path: str) -> pa.NativeFile:
         from beam_shards.storage import stores
 
         store_calls.check_store(path)
+
+        def attempt() -> pa.NativeFile:
+            try:
+                return stores.pyarrow_filesystem(scheme(path)).open_input_file(path.split("://", 1)[1])
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+
         try:
-            return stores.pyarrow_filesystem(scheme(path)).open_input_file(path.split("://", 1)[1])
-        except FileNotFoundError:
-            raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+            return store_errors.retried(path, "open", attempt)
         except OSError as error:  # pyarrow's own message names no scheme
+            if isinstance(error, FileNotFoundError):
+                raise
             raise OSError(error.errno, f"cannot open ({error})", path) from error
     if not exists(path):
         raise FileNotFoundError(errno.ENOENT, "no such object", path)
@@ -186,10 +200,12 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
       FileTooLargeError: the file holds more than `limit` bytes (a local file's or an
         object's size is checked before reading; other schemes are read up to `limit + 1`
         bytes).
+      StoreAccessError: the store denied the read, or throttled or did not answer
+        every attempt.
     """
     path = os.fspath(path)
     if scheme(path) in store_calls.STORE_SCHEMES:
-        return store_calls.read_object(path, limit)
+        return store_errors.retried(path, "read", lambda: store_calls.read_object(path, limit))
     with open_read(path) as handle:
         if limit is None:
             return handle.read()
@@ -206,7 +222,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(local_path(path))
-    return _filesystems(path).exists(path)
+    return store_errors.retried(path, "look for", lambda: _filesystems(path).exists(path))
 
 
 def sizes(paths: list[str]) -> dict[str, int | None]:
@@ -235,7 +251,8 @@ def list_files(patterns: list[str]) -> dict[str, int]:
     """Path -> size of every file matching any of the glob `patterns`."""
     if not patterns:
         return {}
-    results = _filesystems(patterns[0]).match([_beam(p) for p in patterns])
+    results = store_errors.retried(patterns[0], "list", lambda: _filesystems(patterns[0]).match(
+        [_beam(p) for p in patterns]))
     return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
 
 
@@ -280,7 +297,7 @@ def walk(folder: str) -> dict[str, FileStat]:
     is ever listed (and so never deleted by a caller acting on the listing).
     """
     if not is_local(folder):
-        results = _filesystems(folder).match([join(folder, "**")])
+        results = store_errors.retried(folder, "list", lambda: _filesystems(folder).match([join(folder, "**")]))
         return {_relative(folder, meta.path): FileStat(meta.size_in_bytes, meta.last_updated_in_seconds or 0.0)
                 for result in results for meta in result.metadata_list}
     root = local_path(folder)
