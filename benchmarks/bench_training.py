@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_backend import RawShards  # noqa: E402
 from bench_write import record_batch  # noqa: E402
 
-from beam_shards import ArrowBackend, ShardedDataset  # noqa: E402
+from beam_shards import ArrowBackend, ShardedDataset, ShardedSampler  # noqa: E402
 
 import workload  # noqa: E402
 
@@ -54,7 +54,8 @@ SCAN_GROUP = 256  # rows whose image bytes a row-wise reader's scan sums at once
 LOADER_IMAGES = 20_000
 LOADER = {"num_workers": 2, "batch_size": 256, "shuffle": True}
 REQUIRES = {"hf": ("datasets",), "hf_arrow": ("datasets",), "mosaic": ("streaming",), "lance": ("lance",),
-            "sharded_numpy": ("torch",), "hf_pil": ("torch", "datasets")}
+            "sharded_numpy": ("torch",), "hf_pil": ("torch", "datasets"), "sharded_plain": ("torch",),
+            "sharded_loader": ("torch",)}
 
 
 class Reader(NamedTuple):
@@ -127,7 +128,9 @@ READERS: dict[str, tuple[str, Callable[[Path], Reader]]] = {  # name: (label, op
     "backend": ("ArrowBackend get_row / take", open_backend),
     "sharded": ('ShardedDataset("bytes") ds[i] / __getitems__', open_sharded),
 }
-LOADERS = {"sharded_numpy": 'ShardedDataset(image_mode="numpy")', "hf_pil": "HF datasets, PIL in set_transform"}
+LOADERS = {"sharded_numpy": 'ShardedDataset(image_mode="numpy")', "hf_pil": "HF datasets, PIL in set_transform",
+           "sharded_plain": "ShardedDataset, DataLoader over a ShardedSampler",
+           "sharded_loader": "ShardedDataset, ShardedDataLoader over a ShardedSampler"}
 
 
 def in_groups(images: Iterator[bytes]) -> Iterator[list[bytes]]:
@@ -229,13 +232,22 @@ def loader_rate(config: str, work: Path, num_rows: int, repeat: int) -> dict[str
     import torch
     from torch.utils.data import DataLoader
 
-    if config == "sharded_numpy":
+    if config.startswith("sharded"):
         ds = ShardedDataset(str(work / "cache"), image_mode="numpy")
     else:
         import datasets
         ds = datasets.load_from_disk(str(work / "hf"))
         ds.set_transform(hf_pil_decode)
-    batches = iter(DataLoader(ds, generator=torch.Generator().manual_seed(repeat), **LOADER))
+    if config == "sharded_loader":
+        from beam_shards import ShardedDataLoader
+        options = {key: value for key, value in LOADER.items() if key != "shuffle"}
+        loader = ShardedDataLoader(ds, sampler=ShardedSampler(ds, seed=repeat), **options)
+    elif config == "sharded_plain":
+        options = {key: value for key, value in LOADER.items() if key != "shuffle"}
+        loader = DataLoader(ds, sampler=ShardedSampler(ds, seed=repeat), **options)
+    else:
+        loader = DataLoader(ds, generator=torch.Generator().manual_seed(repeat), **LOADER)
+    batches = iter(loader)
     next(batches)  # workers started and the first batch decoded: not timed
     target = min(LOADER_IMAGES, num_rows - LOADER["batch_size"])
     images = 0
@@ -306,11 +318,12 @@ def run_child(config: str, what: str, work: Path, num_rows: int, repeat: int) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_all(work: Path, num_rows: int, repeats: int) -> dict[tuple[str, str], dict[str, float]]:
+def run_all(work: Path, num_rows: int, repeats: int,
+            only: list[str] | None = None) -> dict[tuple[str, str], dict[str, float]]:
     """{(config, measure): medians of its runs}; the configurations take turns, so noise spreads evenly."""
     plan = [(reader, what) for what in MEASURES for reader in READERS]
     plan += [(config, "loader") for config in LOADERS]
-    plan = [(config, what) for config, what in plan if installed(config)]
+    plan = [(config, what) for config, what in plan if installed(config) and (not only or what in only)]
     runs: dict[tuple[str, str], list[dict[str, float]]] = {step: [] for step in plan}
     for repeat in range(repeats):
         for config, what in plan:
@@ -327,6 +340,9 @@ GOALS = [  # issue 14's: (text, ours, theirs, "<=" for times or ">=" for rates, 
     ("ArrowBackend open + row 0 vs MosaicML's, time", ("backend", "open"), ("mosaic", "open"), "<=", 1.5),
     ("ArrowBackend full scan vs raw, rate", ("backend", "scan"), ("raw", "scan"), ">=", 0.9),
     ("DataLoader ShardedDataset numpy vs HF PIL, rate", ("sharded_numpy", "loader"), ("hf_pil", "loader"), ">=", 1.5),
+    ("ShardedDataLoader vs DataLoader, same sampler, rate", ("sharded_loader", "loader"), ("sharded_plain", "loader"),
+     ">=", 0.97),
+    ("ShardedDataLoader vs HF PIL, rate", ("sharded_loader", "loader"), ("hf_pil", "loader"), ">=", 2.0),
 ]
 
 
@@ -362,6 +378,8 @@ def report(results: dict[tuple[str, str], dict[str, float]], num_rows: int, num_
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workload.add_arguments(parser, repeats=3)
+    parser.add_argument("--only", choices=[*MEASURES, "loader"], nargs="+", metavar="MEASURE",
+                        help="run only these measures (open, row, take, scan, loader); all by default")
     parser.add_argument("--_child", choices=sorted([*READERS, *LOADERS]), help=argparse.SUPPRESS)
     parser.add_argument("--_measure", choices=[*MEASURES, "loader"], help=argparse.SUPPRESS)
     parser.add_argument("--_repeat", type=int, default=0, help=argparse.SUPPRESS)
@@ -385,7 +403,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(work / "cache", ignore_errors=True)
         manifest = workload.write_cache(work / "cache", pool, args.num_examples, args.shard_size)
         build_peers(work, pool, args.num_examples, args.shard_size)
-        results = run_all(work, args.num_examples, args.repeats)
+        results = run_all(work, args.num_examples, args.repeats, args.only)
         report(results, manifest.num_rows, manifest.num_shards, args.repeats)
 
 
