@@ -18,7 +18,8 @@ setuptools.setup(
         "pyarrow>=15",
         "numpy>=1.24",
         "pillow>=10",
-        "filelock>=3.12",
+        # 3.20.1 and 3.20.3 open the lock file without following a link (CVE-2025-68146, CVE-2026-22701).
+        "filelock>=3.20.3",
     ],
     extras_require={
         # python -m pipelines.tfrecord checks TFRecord CRCs with it, at C speed.

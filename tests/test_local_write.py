@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from beam_shards import (ArrowBackend, EncodeError, Features, ShardedDataset, Value, list_versions, read_metadata,
-                         verify, write_shards)
+from beam_shards import (ArrowBackend, CacheError, EncodeError, Features, ShardedDataset, Value, list_versions,
+                         read_metadata, verify, write_shards)
 from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, write_id_of_shard
 from beam_shards.progress import Progress
 from beam_shards.versions import commit
@@ -327,3 +327,17 @@ def test_a_local_write_and_read_import_no_beam(tmp_path):
                             env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_lock_planted_as_a_link_is_refused_and_its_target_left_whole(tmp_path):
+    path = str(tmp_path / "cache")
+    features = Features({"x": Value("int64")})
+    write_shards(({"x": i} for i in range(3)), path, features)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    os.remove(os.path.join(path, LOCK_NAME))
+    os.symlink(victim, os.path.join(path, LOCK_NAME))
+    with pytest.raises(CacheError, match=r"\.lock is a symbolic link, which beam_shards never follows; remove it"):
+        write_shards(({"x": i} for i in range(3)), path, features)
+    assert victim.read_text() == "precious"
+    assert read_metadata(path).version == 1

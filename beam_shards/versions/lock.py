@@ -5,6 +5,10 @@ and is released if its holder dies). Publishing holds it from moving shards into
 until `_metadata.json` points at the new version, and gc holds it from listing to
 deleting, so gc never sees a publish half done. Object stores have no lock: there the
 create-if-absent commit and gc's age rule (see `gc.py`) keep them apart.
+
+`filelock` (3.20.3 and later, the floor setup.py sets) opens the lock file without
+following a link, so a `.lock` planted as a symbolic link to another file can neither
+truncate nor lock that file: it is refused with an error that says to remove it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterator
 
 import filelock
 
-from beam_shards.errors import WriteInProgressError
+from beam_shards.errors import CacheError, WriteInProgressError
 from beam_shards.format.layout import LOCK_NAME, CacheLayout
 from beam_shards.storage import fs
 
@@ -26,6 +30,7 @@ def cache_lock(layout: CacheLayout, *, wait: bool = True) -> Iterator[None]:
 
     Raises:
       WriteInProgressError: `wait` is False and another process holds the lock.
+      CacheError: the lock file cannot be opened (a symbolic link, or no permission).
     """
     if not fs.is_local(layout.path):
         yield
@@ -38,6 +43,10 @@ def cache_lock(layout: CacheLayout, *, wait: bool = True) -> Iterator[None]:
     except filelock.Timeout:
         raise WriteInProgressError(f"a write or gc of {layout.path} is running (it holds {LOCK_NAME}); "
                                    "try again once it is done") from None
+    except OSError as error:
+        link = " is a symbolic link, which beam_shards never follows; remove it" if os.path.islink(
+            fs.local_path(layout.lock)) else f" cannot be opened ({error.strerror or error})"
+        raise CacheError(f"the cache lock {layout.lock}{link}") from None
     try:
         yield
     finally:
