@@ -229,6 +229,12 @@ MANIFEST_CASES = [
     ("an array shape of true", crafted(lambda data: data["features"].update(
         id={"_type": "Array", "shape": [True], "dtype": "int64", "nullable": False})), ALL, CorruptCacheError,
      ["invalid features", "shape"]),
+    ("an array shape of 2**40", crafted(lambda data: data["features"].update(
+        id={"_type": "Array", "shape": [2**40], "dtype": "int64", "nullable": False})), ALL, CorruptCacheError,
+     ["invalid features", "1,099,511,627,776 values a row"]),
+    ("an array shape whose product passes int32", crafted(lambda data: data["features"].update(
+        id={"_type": "Array", "shape": [None, 65536, 65536], "dtype": "int8", "nullable": False})), ALL,
+     CorruptCacheError, ["invalid features", "4,294,967,296 values a row"]),
     ("a trillion classes", with_label(num_classes=10**12), ALL, None, []),
     ("10**30 classes", with_label(num_classes=10**30), ALL, None, []),
     ("a shard listed twice", crafted(lambda data: data.update(shards=data["shards"] + data["shards"][:1],

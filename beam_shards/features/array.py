@@ -18,6 +18,8 @@ from beam_shards.features.columns import numpy_values, with_nulls
 
 # Every int of at most this magnitude is exact as a float64.
 _EXACT_INT_IN_FLOAT64 = 2**53
+# An Arrow fixed-size list's length is an int32.
+_MAX_ROW_VALUES = (1 << 31) - 1
 
 
 @kind
@@ -45,6 +47,10 @@ class Array(Feature):
         if any(d is None for d in shape[1:]) or any(
                 d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < 1) for d in shape):
             raise FeatureError(f"Array shape must be positive ints, the first may be None; got {shape}")
+        values = math.prod(d for d in shape if d is not None)
+        if values > _MAX_ROW_VALUES:
+            raise FeatureError(f"Array shape {shape} holds {values:,} values a row, more than the {_MAX_ROW_VALUES:,} "
+                               "an Arrow fixed-size list holds")
         if dtype not in NUMERIC_DTYPES:
             raise FeatureError(f"Array dtype must be one of {', '.join(NUMERIC_DTYPES)}; got {dtype!r}")
         self.shape = shape
