@@ -5,3 +5,7 @@
 - `jsonl`, `csv`: one row per example, image paths relative to the manifest file.
 - `parquet`: re-shards Parquet files, such as Hugging Face hub exports.
 """
+
+from beam_shards.beam.noise import drop_known_noise
+
+drop_known_noise()  # before any pipeline module imports Beam, which logs the first of them on import

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from beam_shards.beam import counters
 from beam_shards.beam.sink import WriteToArrowShards
 from beam_shards.display import human_size
+from beam_shards.beam.noise import quiet_beam
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
@@ -127,6 +129,8 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--mode", choices=MODES, default="overwrite",
                         help="overwrite (default): publish a version of these rows alone; append: the latest "
                              "version's rows plus these; error: refuse an --output that already holds a cache")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Beam's log, and the traceback above an error")
     parser.add_argument("--skip_bad", action="store_true",
                         help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
                              "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
@@ -281,11 +285,14 @@ def report(manifest: Manifest) -> str:
 
 
 def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | None = None) -> int:
-    """Runs a pipeline's `run(argv)` for the command line: a report, or a short error."""
+    """Runs a pipeline's `run(argv)` for the command line: a report, or a one-line error (with the
+    traceback above it and Beam's log only under `--verbose`)."""
+    verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
     try:
-        manifest = run(argv)
+        with quiet_beam(verbose):
+            manifest = run(argv)
     except BeamShardsError as error:
-        return _print_error(str(error), isinstance(error, (BadInputError, EncodeError)))
+        return _print_error(str(error), isinstance(error, (BadInputError, EncodeError)), verbose)
     except Exception as error:
         # Runners with workers in other processes raise an error of their own that holds
         # the worker's traceback; show the error it ends with, as if raised here.
@@ -293,12 +300,14 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
         if not found:
             raise
         name, message = found[-1]
-        return _print_error(message, name in (BadInputError.__name__, EncodeError.__name__))
+        return _print_error(message, name in (BadInputError.__name__, EncodeError.__name__), verbose)
     print(report(manifest))
     return 0
 
 
-def _print_error(message: str, bad_input: bool) -> int:
+def _print_error(message: str, bad_input: bool, verbose: bool) -> int:
+    if verbose:
+        traceback.print_exc()
     print(f"error: {message}", file=sys.stderr)
     if bad_input:
         print("(add --skip_bad to skip bad inputs and list them beside the cache)", file=sys.stderr)

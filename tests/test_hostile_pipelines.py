@@ -1,5 +1,5 @@
 """Hostile pipeline input: each bad file fails the conversion naming the input, or with --skip_bad is
-skipped and listed.
+skipped and listed; run as a command, a failure prints one error line, no traceback (--verbose shows it).
 
 Each corpus is a table, one case a line: a name, the input, the error class expected and words its
 message must hold. Add a case by adding a line. Every test runs under a timeout, so a hang fails
@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value
+from beam_shards import Array, ClassLabel, Features, Image, ShardedDataset, Value
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, csv as csv_pipeline, image_folder, jsonl
 
 from _hostile import CAMERA_JPEG, assert_clear, cases, forged_png
 from _support import jpeg, png
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.timeout(30)  # tests that need longer say so
 
@@ -110,3 +114,35 @@ def test_image_folder_refuses_an_output_that_is_its_input_or_holds_it(tmp_path, 
         image_folder.run(["--input", str(root), "--output", os.path.join(str(root), output)])
     assert exit_info.value.code == 2
     assert "is the input folder" in capsys.readouterr().err
+
+
+ARRAY = json.dumps(Features({"image": Image(), "v": Array((2,), "float32")}).to_dict())
+# (name, pipeline module, files in the input folder, the --input file, more flags): each fails on a bad input.
+FAILING_RUNS = [
+    ("a decompression bomb", "image_folder", {"cat/a.jpg": jpeg(1), "cat/bomb.png": forged_png(10**5, 10**5)}, "",
+     []),
+    ("a 5000-digit JSON number", "jsonl", {"m.jsonl": GOOD_JSONL + '{"image": "a.jpg", "n": ' + "7" * 5000 + "}\n"},
+     "m.jsonl", []),
+    ("a null inside a fixed-size list", "jsonl",
+     {"m.jsonl": json.dumps({"image": "a.jpg", "v": [1.0, None]}) + "\n", "f.json": ARRAY}, "m.jsonl",
+     ["--features", "f.json"]),
+]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("runner", [[], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]],
+                         ids=["in-process", "two processes"])
+@pytest.mark.parametrize("module, files, input_file, flags", cases(FAILING_RUNS))
+def test_a_failing_pipeline_prints_one_error_line_and_no_traceback(tmp_path, module, files, input_file, flags, runner):
+    root = tmp_path / "input"
+    make_files(root, {"a.jpg": jpeg(1), **files})
+    argv = [sys.executable, "-m", f"pipelines.{module}", "--input", str(root / input_file), "--output",
+            str(tmp_path / "out"), *[str(root / flag) if flag in files else flag for flag in flags], *runner]
+    quiet = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=240)
+    lines = quiet.stderr.splitlines()
+    assert quiet.returncode == 1 and quiet.stdout == ""
+    assert len(lines) == 2 and lines[0].startswith("error: ") and str(root) in lines[0], quiet.stderr
+    assert lines[1].startswith("(add --skip_bad")
+    verbose = subprocess.run(argv + ["--verbose"], capture_output=True, text=True, cwd=REPO, timeout=240)
+    assert verbose.returncode == 1 and "Traceback" in verbose.stderr
+    assert verbose.stderr.splitlines()[-2] == lines[0]

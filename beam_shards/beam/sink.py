@@ -119,7 +119,7 @@ class _WriteBundleFn(beam.DoFn):
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
         self._discard()
 
-    def process(self, element: Any) -> list[TaggedOutput] | None:
+    def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
         key, example = split_key(element, None)
         if self._writer is None:
             attempt = self._layout.new_attempt(self._write_id)
@@ -132,7 +132,7 @@ class _WriteBundleFn(beam.DoFn):
             raise
         if self._letters:
             return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()]
-        return None
+        return ()
 
     def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
         """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
@@ -173,7 +173,7 @@ class _WriteBundleFn(beam.DoFn):
 class _WriteBundleWithIdFn(_WriteBundleFn):
     """`_WriteBundleFn` for a write whose id is made when the pipeline runs: it comes as a side input."""
 
-    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | None:
+    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | tuple[()]:
         if self._write_id is None:
             self._write_id = _write_id_or_fallback(write_id)
         return super().process(element)
