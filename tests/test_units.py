@@ -82,3 +82,11 @@ def test_a_pipeline_size_flag_means_what_the_cli_flag_means():
     assert args.shard_size == 128_000_000
     args, _ = common.parse_args(common.make_parser("x", "test"), ["--output", "o", "--shard_size", "1TB"])
     assert args.shard_size == 10**12
+
+
+@pytest.mark.parametrize("argv", [["--shard_size", "9" * 40], ["--batch_size", "9" * 40], ["--shard_size", "0"]])
+def test_a_pipeline_refuses_an_absurd_value_as_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_args(common.make_parser("demo", "test"), ["--output", "o", *argv])
+    assert exit_.value.code == 2
+    assert "out of range" in capsys.readouterr().err
