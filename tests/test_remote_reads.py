@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing
 import os
 import sys
+import warnings
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +17,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from beam_shards import ArrowBackend, Features, Image, ShardedDataset, Value, write_shards
-from beam_shards.storage import fs
+from beam_shards.storage import disk_cache, fs
+from beam_shards.storage.checksum import Crc32
 
 from _support import jpeg
 
@@ -105,7 +112,7 @@ def test_a_disk_cache_smaller_than_a_shard_falls_back_to_ranged_reads(remote_cac
     ds = ShardedDataset(remote_cache, image_mode="numpy", cache_dir=str(tmp_path / "c"), cache_max_bytes=1000)
     assert [ds[i]["id"] for i in (0, 399, 200)] == [0, 399, 200]
     assert ds[3]["image"].shape == (16, 16, 3)
-    assert not [name for name in os.listdir(tmp_path / "c") if name.endswith(".arrow")]
+    assert not list((tmp_path / "c").glob("*.arrow"))  # the folder is made at the first download: none here
 
 
 @pytest.mark.timeout(120)
@@ -117,3 +124,103 @@ def test_a_local_compressed_cache_bounds_its_memory_too(tmp_path):
     assert 0 < backend.memory_bytes <= 200_000
     with pytest.raises(ValueError, match="max_memory_bytes"):
         ArrowBackend.open(path, max_memory_bytes=-1)
+
+
+def ids_and_pads(backend: ArrowBackend, rows: int) -> list[tuple[int, bytes]]:
+    return [(row["id"], row["pad"]) for row in backend.slice(0, rows).select(["id", "pad"]).to_pylist()]
+
+
+def copy_of(backend: ArrowBackend, cache_dir, shard_id: int):
+    """Where `cache_dir` keeps the copy of shard `shard_id`."""
+    entry = backend.manifest.shards[shard_id]
+    where = hashlib.sha256(backend.manifest.shard_path(shard_id).encode()).hexdigest()[:32]
+    return cache_dir / f"{where}-crc32-{entry.checksum[6:]}-{entry.num_bytes}.arrow"
+
+
+def _first_rows(path: str, cache_dir: str, rows: int) -> list[tuple[int, bytes]]:
+    """`ids_and_pads` through the disk cache in `cache_dir`, in a process of its own."""
+    return ids_and_pads(ArrowBackend.open(path, cache_dir=cache_dir), rows)
+
+
+FIXED = Features({"id": Value("int64"), "pad": Value("binary")})
+
+
+def fixed_size(first: int, count: int) -> Iterator[dict]:
+    """`count` rows of one size from id `first`: caches of as many rows have shards of equal sizes."""
+    return ({"id": first + i, "pad": bytes([(first + i) % 251]) * 1000} for i in range(count))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+def test_caches_sharing_a_cache_dir_never_serve_each_others_shards(store, tmp_path, monkeypatch):
+    # Every checksum alike: each shard of one cache now matches the other's in size and checksum, as an unlucky
+    # CRC-32 match makes it.
+    monkeypatch.setattr(Crc32, "checksum", lambda self: "crc32:00000000")
+    rows = 200
+    paths = {first: store.uri(f"cache_{first}") for first in (0, 1000)}
+    for first, path in paths.items():
+        write_shards(fixed_size(first, rows), path, FIXED, shard_size_bytes=100_000, batch_size=BATCH)
+    cache_dir = tmp_path / "shard_cache"
+    backends = {first: ArrowBackend.open(path, cache_dir=str(cache_dir)) for first, path in paths.items()}
+    shards = [[(entry.num_bytes, entry.checksum) for entry in backend.manifest.shards] for backend in backends.values()]
+    assert shards[0] == shards[1] and len(shards[0]) >= 2
+    for first, backend in backends.items():
+        assert ids_and_pads(backend, rows) == [(row["id"], row["pad"]) for row in fixed_size(first, rows)]
+    copies = {copy_of(backend, cache_dir, i).name for backend in backends.values() for i in range(backend.num_shards)}
+    assert len(copies) == 2 * len(shards[0])
+    assert {name for name in os.listdir(cache_dir) if name.endswith(".arrow")} == copies
+    for first, path in paths.items():  # served from the copies now
+        again = ArrowBackend.open(path, cache_dir=str(cache_dir))
+        assert ids_and_pads(again, rows) == [(row["id"], row["pad"]) for row in fixed_size(first, rows)]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+@pytest.mark.parametrize("damage", ["flipped", "zeroed"])
+def test_a_copy_damaged_in_place_is_fetched_again_and_serves_the_right_rows(remote_cache, tmp_path, damage):
+    cache_dir = tmp_path / "shard_cache"
+    backend = ArrowBackend.open(remote_cache, cache_dir=str(cache_dir))
+    rows = backend.manifest.shards[0].num_rows
+    expected = [(i, example(i)["pad"]) for i in range(rows)]
+    assert ids_and_pads(backend, rows) == expected
+    entry = backend.manifest.shards[0]
+    name = f"crc32-{entry.checksum[6:]}-{entry.num_bytes}.arrow"
+    [copy] = [path for path in cache_dir.iterdir() if path.name.endswith(name)]
+    data = copy.read_bytes()
+    if damage == "flipped":
+        at = data.index(example(3)["pad"]) + 2000  # inside row 3's pad
+        damaged = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+    else:
+        damaged = bytes(len(data))
+    with open(copy, "r+b") as handle:  # the same file, the same size
+        handle.write(damaged)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
+        assert fresh.submit(_first_rows, remote_cache, str(cache_dir), rows).result() == expected
+    assert (f"crc32:{zlib.crc32(copy.read_bytes()):08x}", copy.stat().st_size) == (entry.checksum, entry.num_bytes)
+    assert ids_and_pads(ArrowBackend.open(remote_cache, cache_dir=str(cache_dir)), rows) == expected
+
+
+def open_on_a_full_disk(path, mode="r", *args, **kwargs):
+    """`open` for the disk cache on a full disk: a file is created, writing to it fails as writing to /dev/full does."""
+    if "w" not in mode:
+        return open(path, mode, *args, **kwargs)
+    open(path, mode).close()
+    return open("/dev/full", mode, *args, **kwargs)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+def test_a_full_disk_under_the_cache_dir_leaves_reads_to_the_store_with_one_warning(remote_cache, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(disk_cache, "open", open_on_a_full_disk, raising=False)
+    cache_dir = tmp_path / "shard_cache"
+    backend = ArrowBackend.open(remote_cache, cache_dir=str(cache_dir))
+    assert backend.num_shards >= 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ids_and_pads(backend, ROWS) == [(i, example(i)["pad"]) for i in range(ROWS)]
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (RuntimeWarning, f"the disk cache in {cache_dir} cannot be used ([Errno 28] No space left on device); "
+                         f"reading shards from the store with ranged reads instead")]
+    assert backend.memory_bytes > 0, "read with ranged reads"
+    assert not [name for name in os.listdir(cache_dir) if not name.endswith(".lock")]

@@ -22,7 +22,6 @@ from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.read.indexing import as_int, check_index, check_indices
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.storage import fs
 from beam_shards.storage.disk_cache import DiskCache
 
 DEFAULT_MAX_OPEN_SHARDS = 512
@@ -140,9 +139,11 @@ class ArrowBackend:
           max_open_shards: how many shards may be open at once.
           max_memory_bytes: how many bytes of compressed or downloaded batches are kept.
           cache_dir: for a cache on an object store, a local folder where whole shards
-            are kept once downloaded (checked against their checksum, shared by every
-            process on the machine, least recently used evicted first); None reads
-            only the batches needed, with ranged reads.
+            are kept once downloaded (checked against their checksum, and again by each
+            process before it first reads them; shared by every process on the machine;
+            least recently used evicted first; when the folder cannot be written, shards
+            are read with ranged reads and a warning says so); None reads only the
+            batches needed, with ranged reads.
           cache_max_bytes: the most bytes `cache_dir` holds.
 
         Raises:
@@ -404,9 +405,8 @@ class ArrowBackend:
         if self._disk_cache is None or not file.is_remote:
             return file.open_source()
         for _ in range(3):
-            copy = self._disk_cache.get(file.entry.checksum, file.entry.num_bytes,
-                                        functools.partial(fs.open_random_access, file.path))
-            if copy is None:  # larger than the whole disk cache
+            copy = self._disk_cache.get(file.path, file.entry.checksum, file.entry.num_bytes, file.open_source)
+            if copy is None:  # larger than the whole disk cache, or the local disk failed
                 return file.open_source()
             try:
                 return file.open_source(copy)
