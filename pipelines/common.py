@@ -10,6 +10,8 @@ names the input ("data.csv, line 7"), so every error says which file and row it 
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import importlib
 import json
 import os
@@ -141,6 +143,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
                                                                                      PipelineOptions]:
     """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default)."""
     args, beam_args = parser.parse_known_args(argv)
+    unknown = [arg.split("=", 1)[0] for arg in beam_args if arg.startswith("-") and arg.split("=", 1)[0]
+               not in _beam_flags()]
+    if unknown:
+        known = [flag for action in parser._actions for flag in action.option_strings] + sorted(_beam_flags())
+        nearest = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+        parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
+                                                               " (not a flag of this pipeline or of Beam)"))
     args.compression = None if args.compression == "none" else args.compression
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
@@ -151,6 +160,20 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
     if problem:
         parser.error(problem)
     return args, options
+
+
+@functools.cache
+def _beam_flags() -> frozenset[str]:
+    """Every flag Beam's PipelineOptions (and each of its option groups) takes."""
+    parser = argparse.ArgumentParser(allow_abbrev=False, conflict_handler="resolve")
+    groups, seen = [PipelineOptions], set()
+    while groups:
+        group = groups.pop()
+        if group not in seen:
+            seen.add(group)
+            group._add_argparse_args(parser)
+            groups.extend(group.__subclasses__())
+    return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
 
 def load_features(parser: argparse.ArgumentParser, path: str) -> Features:
@@ -248,11 +271,12 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
 
     Returns the manifest published at `args.output`. When the pipeline fails, what its
     bundles staged is removed before the error is raised again, so a failed conversion
-    leaves nothing behind but the previous cache.
+    leaves nothing behind but the previous cache. Beam's log and what its workers print
+    are kept out of the output unless `args.verbose` (see `beam_shards.beam.noise`).
     """
     write_id = new_write_id()
     try:
-        with beam.Pipeline(options=options) as pipeline:
+        with quiet_beam(args.verbose), beam.Pipeline(options=options) as pipeline:
             write_cache(read(pipeline), args, features, metadata, write_id)
     except Exception as error:
         # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
@@ -289,8 +313,7 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
     traceback above it and Beam's log only under `--verbose`)."""
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
     try:
-        with quiet_beam(verbose):
-            manifest = run(argv)
+        manifest = run(argv)
     except BeamShardsError as error:
         return _print_error(str(error), isinstance(error, (BadInputError, EncodeError)), verbose)
     except Exception as error:

@@ -39,7 +39,22 @@ def label_names(path: str, column: str = "label") -> list[str]:
 
 # --- flags shared by every pipeline ----------------------------------------------------
 
-def test_unknown_flags_go_to_beam_and_the_default_runner_is_fnapi():
+@pytest.mark.parametrize("argv, nearest", [
+    (["--lable_column", "label"], "did you mean --label_column?"),
+    (["--runer=DirectRunner"], "did you mean --runner?"),
+    (["--direct_num_worker=2"], "did you mean --direct_num_workers?"),
+    (["--zzzz"], "not a flag of this pipeline or of Beam"),
+])
+def test_an_unknown_flag_is_refused_naming_the_nearest_known_one(argv, nearest, capsys):
+    parser = common.make_parser("x", "test")
+    parser.add_argument("--label_column")
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_args(parser, ["--output", "out", *argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"unrecognized argument {argv[0].split('=')[0]}" in err and nearest in err
+
+
+def test_beams_flags_go_to_beam_and_the_default_runner_is_fnapi():
     parser = common.make_parser("x", "test")
     args, beam_options = common.parse_args(parser, ["--output", "out", "--shard_size", "1GiB", "--compression", "zstd"])
     assert (args.output, args.shard_size, args.compression) == ("out", 2**30, "zstd")
