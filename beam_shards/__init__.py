@@ -7,8 +7,8 @@ or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler
 
 from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
-                                EncodeError, FeatureError, PublishError, SchemaMismatchError, StoreAccessError,
-                                VersionNotFoundError, WriteInProgressError)
+                                EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
+                                StoreAccessError, VersionNotFoundError, WriteInProgressError)
 from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
 from beam_shards.format.catalog import list_versions, read_metadata
 from beam_shards.format.layout import new_write_id
@@ -41,12 +41,11 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError", "CacheNotFoundError", "ClassLabel",
-    "CorruptCacheError", "EncodeError", "Feature", "FeatureError", "Features", "Image", "Manifest", "PublishError",
-    "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardInfo",
-    "ShardWriter", "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "StoreAccessError", "Value", "VerifyReport",
-    "VersionNotFoundError", "Video", "WriteInProgressError",
-    "WriteToArrowShards", "WriterOptions", "__version__", "abandon", "collect_garbage", "encode_example",
-    "list_versions", "new_write_id", "parse_count", "parse_duration", "parse_size", "read_metadata",
-    "verify", "write_shards",
+    "__version__", "abandon", "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError",
+    "CacheNotFoundError", "ClassLabel", "collect_garbage", "CorruptCacheError", "EmptyWriteError", "encode_example",
+    "EncodeError", "Feature", "FeatureError", "Features", "Image", "list_versions", "Manifest", "new_write_id",
+    "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata", "ReadAllFromArrowShards",
+    "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardedDataLoader", "ShardedDataset",
+    "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Value", "verify", "VerifyReport",
+    "VersionNotFoundError", "Video", "write_shards", "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
 ]

@@ -104,6 +104,10 @@ class PublishError(BeamShardsError):
     """A write cannot be published (a staged shard is gone, or other writers kept winning); nothing was published."""
 
 
+class EmptyWriteError(PublishError):
+    """A write holds no rows and was not allowed to publish an empty version; nothing was published."""
+
+
 class StoreAccessError(BeamShardsError):
     """An object store cannot be used at a URI: no credentials, no such bucket, or its endpoint does not answer."""
 

@@ -131,6 +131,8 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--mode", choices=MODES, default="overwrite",
                         help="overwrite (default): publish a version of these rows alone; append: the latest "
                              "version's rows plus these; error: refuse an --output that already holds a cache")
+    parser.add_argument("--allow_empty", action="store_true",
+                        help="publish a version of no rows when the input holds none, instead of failing")
     parser.add_argument("--verbose", action="store_true",
                         help="show Beam's log, and the traceback above an error")
     parser.add_argument("--skip_bad", action="store_true",
@@ -254,7 +256,7 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
-        on_bad="skip" if args.skip_bad else "fail")
+        on_bad="skip" if args.skip_bad else "fail", allow_empty=args.allow_empty)
     if not args.skip_bad:
         return written
     refused = written.bad | "BadExamples" >> beam.Map(lambda letter: _bad_input(letter["key"], letter["reason"]))

@@ -706,3 +706,14 @@ def test_main_leaves_other_errors_alone():
 
     with pytest.raises(RuntimeError, match="not ours"):
         common.main(run, [])
+
+
+def test_a_pipeline_refuses_to_publish_no_rows_unless_allow_empty(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "f.json").write_text(json.dumps(Features({"n": Value("int64")}).to_dict()))
+    out = str(tmp_path / "out")
+    argv = ["--input", str(tmp_path / "empty.jsonl"), "--features", str(tmp_path / "f.json"), "--output", out]
+    assert common.main(jsonl.run, argv) == 1
+    assert not os.path.exists(os.path.join(out, MANIFEST_NAME))
+    assert common.main(jsonl.run, argv + ["--allow_empty"]) == 0
+    assert read_metadata(out).num_rows == 0

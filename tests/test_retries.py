@@ -56,7 +56,7 @@ def _stage(path: str, write_id: str, bundles: list[range]) -> list:
 
 
 def _finalize(path: str, write_id: str, staged: list):
-    [manifest] = list(_FinalizeFn(path, FEATURES, OPTIONS, {}, "overwrite", None).process(None, write_id, staged))
+    [manifest] = list(_FinalizeFn(path, FEATURES, OPTIONS, {}, "overwrite", None, True).process(None, write_id, staged))
     return manifest
 
 

@@ -15,8 +15,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.pvalue import EmptySideInput
 from apache_beam.transforms.display import DisplayData
 
-from beam_shards import (ArrowBackend, ClassLabel, EncodeError, Features, ShardedDataset, Value, WriterOptions,
-                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
+from beam_shards import (ArrowBackend, ClassLabel, EmptyWriteError, EncodeError, Features, ShardedDataset, Value,
+                         WriterOptions, WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards.beam.sink import _FinalizeFn, _WriteBundleWithIdFn
 from beam_shards.format.layout import STAGING_DIR
 
@@ -293,7 +293,7 @@ def test_empty_write_id_side_input_falls_back(tmp_path):
         for i in range(bundle * 10, bundle * 10 + 10):
             write.process({"id": i}, EmptySideInput())
         staged.extend(wv.value for wv in write.finish_bundle())
-    [manifest] = list(_FinalizeFn(out, features, WriterOptions(), {}, "overwrite", None).process(
+    [manifest] = list(_FinalizeFn(out, features, WriterOptions(), {}, "overwrite", None, True).process(
         None, EmptySideInput(), staged))
     assert manifest.num_rows == 20
     assert sorted(_ids(out)) == list(range(20))
@@ -515,3 +515,12 @@ def test_fail_is_the_default_and_publishes_nothing(tmp_path):
             (p | beam.Create(range(2)) | beam.FlatMap(_examples, per_part=10) | beam.Map(_mark_bad)
              | beam.Map(lambda e: (e["id"], e)) | WriteToArrowShards(str(out), FEATURES))
     assert not os.path.exists(os.path.join(out, "_metadata.json"))
+
+
+def test_allow_empty_false_refuses_an_empty_input_and_publishes_nothing(tmp_path):
+    path = str(tmp_path / "cache")
+    write_shards(({"id": i} for i in range(3)), path, Features({"id": Value("int64")}))
+    with pytest.raises(EmptyWriteError, match="holds no rows; nothing was published"):
+        with beam.Pipeline(options=options()) as p:
+            _ = p | beam.Create([]) | WriteToArrowShards(path, Features({"id": Value("int64")}), allow_empty=False)
+    assert read_metadata(path).num_rows == 3 and read_metadata(path).version == 1

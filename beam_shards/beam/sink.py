@@ -37,7 +37,7 @@ from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import counters
 from beam_shards.display import short_repr
-from beam_shards.errors import EncodeError, best_effort
+from beam_shards.errors import EmptyWriteError, EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.format.manifest import Manifest
@@ -222,8 +222,9 @@ class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
-                 retention: Retention | None):
+                 retention: Retention | None, allow_empty: bool):
         self._path = path
+        self._allow_empty = allow_empty
         self._features = features
         self._options = options
         self._metadata = metadata
@@ -234,6 +235,9 @@ class _FinalizeFn(beam.DoFn):
                 every_write_id: list[str] = ()):
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
+        if not self._allow_empty and not any(shard.num_rows for _, shard in staged):
+            raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
+                                  "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
         manifest = publish(self._path, write_id=write_id, features=self._features, staged=[s for _, s in staged],
                            options=self._options, metadata=self._metadata, mode=self._mode)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
@@ -290,14 +294,17 @@ class WriteToArrowShards(beam.PTransform):
         publish).
       retention: the retention applied after publishing (`beam_shards.versions.gc.Retention`);
         None to keep every version.
-      write_id: the id of this write, from `beam_shards.format.layout.new_write_id()`; by
-        default one is made when the pipeline runs. Give one to clean up after a failed
-        run yourself (`beam_shards.versions.commit.abandon(path, write_id)`); it must be new for
-        every run, or finalize takes the run for a retry of the published one.
+      write_id: the id of this write, from `beam_shards.new_write_id()`; by default one is
+        made when the pipeline runs. Give one to clean up after a failed run yourself
+        (`beam_shards.abandon(path, write_id)`); it must be new for every run, or finalize
+        takes the run for a retry of the published one.
       on_bad: "fail" (the default): an example that does not fit fails the pipeline and
         nothing is published. "skip": it is left out and goes to the `bad` output instead
         (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
         cache holds the other examples.
+      allow_empty: publish a version of no rows when the input holds none (the
+        default); False fails the pipeline with an `EmptyWriteError` instead, so an
+        input that matched nothing cannot replace a cache with an empty one.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -320,11 +327,12 @@ class WriteToArrowShards(beam.PTransform):
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
-                 on_bad: str = "fail"):
+                 on_bad: str = "fail", allow_empty: bool = True):
         super().__init__()
         if on_bad not in ON_BAD:
             raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
         self._on_bad = on_bad
+        self._allow_empty = allow_empty
         self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
         self._metadata = check_write(path, features, metadata, mode)
         if write_id is not None:
@@ -369,7 +377,8 @@ class WriteToArrowShards(beam.PTransform):
             | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
         manifest = do_once | "Finalize" >> beam.ParDo(
-            _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention),
+            _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention,
+                        self._allow_empty),
             AsSingleton(write_id), AsList(merged), AsList(write_ids))
         return WriteWithBad(manifest, written[BAD_TAG]) if self._on_bad == "skip" else manifest
 
