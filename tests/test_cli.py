@@ -314,3 +314,17 @@ def test_gc_refuses_a_damaged_manifest_or_a_running_write(cache, capsys):
 def test_human_size():
     assert [human_size(n) for n in (0, 999, 1000, 1_234_567, 3 * 10**12)] == [
         "0 B", "999 B", "1.0 kB", "1.2 MB", "3.0 TB"]
+
+
+def test_version_prints_the_package_version(capsys):
+    from beam_shards import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"beam-shards {__version__}"
+
+
+def test_gc_takes_dry_run_spelled_with_an_underscore_and_the_old_hyphen(cache, capsys):
+    for flag in ("--dry_run", "--dry-run"):
+        code, out, _ = run_cli(capsys, "gc", cache, "--min_age", "0", flag)
+        assert code == 0 and ("dry run" in out or "nothing to remove" in out)

@@ -5,7 +5,7 @@
     beam-shards verify PATH [--version N]     check every shard against the manifest
     beam-shards head PATH [-n 5] [--columns image label] [--version N]
     beam-shards show PATH --out grid.png [-n 64] [--version N]
-    beam-shards gc PATH [--keep K] [--min_age 7d] [--dry-run]   retention, and what killed writes left
+    beam-shards gc PATH [--keep K] [--min_age 7d] [--dry_run]   retention, and what killed writes left
     beam-shards compact PATH [--shard_size 128MB]   merge small shards into a new version
 
 Exit status: 0 when all is well, 1 when the cache has a problem, 2 for a usage error
@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import numpy as np
 import pyarrow.compute as pc
 
+from beam_shards._version import __version__
 from beam_shards.cli.contact_sheet import CAPTION_HEIGHT, contact_sheet
 from beam_shards.display import human_size, printable
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
@@ -266,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-shards", description="Look at, check and clean a beam_shards cache (a folder with _metadata.json).",
         epilog="PATH may be local or any scheme Beam's FileSystems knows (gs://, s3://).")
+    parser.add_argument("--version", action="version", version=f"beam-shards {__version__}",
+                        help="print the version of beam_shards and exit")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     info = commands.add_parser("info", help="rows, shards, size, features, writer versions and count per class",
@@ -319,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--min_age", type=duration_flag, default=DEFAULT_MIN_AGE, metavar="DURATION",
                     help="keep versions superseded, and leftovers changed, less than this long ago, like 7d, 12h, "
                          "30m or 0 (default 7d)")
-    gc.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    gc.add_argument("--dry_run", "--dry-run", action="store_true", help="list what would be removed, remove nothing")
     gc.set_defaults(run=_gc)
 
     compact_ = commands.add_parser(
