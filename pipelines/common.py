@@ -196,7 +196,11 @@ def input_uri(path: str) -> str:
 
 def input_files(parser: argparse.ArgumentParser, pattern: str) -> list[str]:
     """The files matching `--input` (a path or glob, local or a URI), sorted; exits with a message when none does."""
-    files = sorted(fs.list_files([input_uri(pattern)]))
+    uri = input_uri(pattern)
+    if fs.is_local(uri) and os.path.isdir(fs.local_path(uri)):
+        parser.error(f"--input {pattern} is a folder; give a file or a glob of files, like {fs.join(pattern, '*')}")
+    files = sorted(path for path in fs.list_files([uri])
+                   if not (fs.is_local(path) and os.path.isdir(fs.local_path(path))))
     if not files:
         parser.error(f"--input: no file matches {pattern}")
     return files

@@ -39,6 +39,9 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
         if header is None:
             return
         line = reader.line_num
+        if header and header[0].lstrip().startswith("{"):
+            yield 1, common.Malformed("looks like JSON lines, not CSV; convert it with python -m pipelines.jsonl")
+            return
         if len(set(header)) != len(header) or "" in header:
             yield 1, common.Malformed(f"the header {header} has an empty or repeated column name")
             return

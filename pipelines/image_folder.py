@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
 
 from beam_shards.features import ClassLabel, Features, Image, Value
+from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from pipelines import common
@@ -30,17 +32,18 @@ from pipelines import common
 DEFAULT_EXTENSIONS = ".jpg,.jpeg,.png,.gif,.webp,.bmp,.tif,.tiff"
 
 
-def relative_image_path(path: str, prefix: str, extensions: frozenset[str], excluded: str | None = None) -> str | None:
+def relative_image_path(path: str, prefix: str, extensions: frozenset[str],
+                        excluded: frozenset[str] = frozenset()) -> str | None:
     """`path` relative to the root (which `prefix` ends with a separator), or None when the
-    file is not an image inside a class folder, or lies in the folder `excluded` (relative
-    to the root, with `/`)."""
+    file is not an image inside a class folder, or lies in one of the folders `excluded`
+    (relative to the root, with `/`)."""
     if not path.startswith(prefix):
         return None
     relative = path[len(prefix):].replace("\\", "/")
     parts = relative.split("/")
     if len(parts) < 2 or any(part.startswith(".") for part in parts):
         return None
-    if excluded is not None and relative.startswith(excluded + "/"):
+    if any(relative.startswith(folder + "/") for folder in excluded):
         return None
     if os.path.splitext(parts[-1])[1].lower() not in extensions:
         return None
@@ -78,6 +81,8 @@ def class_names(root: str, excluded: str | None = None) -> list[str]:
     """
     if fs.is_local(root):
         local = fs.local_path(root)
+        if os.path.isfile(local):
+            raise FileNotFoundError(f"input {root} is a file; give the folder that holds one folder per class")
         if not os.path.isdir(local):
             raise FileNotFoundError(f"input folder {root} does not exist")
         names = [entry.name for entry in os.scandir(local) if entry.is_dir() and not entry.name.startswith(".")]
@@ -92,11 +97,36 @@ def class_names(root: str, excluded: str | None = None) -> list[str]:
     return sorted(names)
 
 
+def left_out_classes(root: str, names: list[str], extensions: frozenset[str]) -> dict[str, str]:
+    """The class folders that are no classes, each with why: one holding a beam_shards cache
+    (an old output left in the root), or one holding no file of `extensions`."""
+    wanted = ", ".join(sorted(extensions))
+    if fs.is_local(root):
+        def holds_an_image(folder: str) -> bool:
+            return any(os.path.splitext(name)[1].lower() in extensions and not name.startswith(".")
+                       for _, _, names_ in os.walk(fs.local_path(folder)) for name in names_)
+    else:
+        prefix = fs.join(root, "")
+        found = {path[len(prefix):].split("/", 1)[0] for path in fs.list_files([prefix + "*/**"])
+                 if relative_image_path(path, prefix, extensions) is not None}
+
+        def holds_an_image(folder: str) -> bool:
+            return folder.rstrip("/").rsplit("/", 1)[-1] in found
+    left_out = {}
+    for name in names:
+        folder = fs.join(root, name)
+        if fs.exists(fs.join(folder, MANIFEST_NAME)):
+            left_out[name] = "holds a beam_shards cache"
+        elif not holds_an_image(folder):
+            left_out[name] = f"holds no {wanted} file"
+    return left_out
+
+
 def features_for(names: list[str]) -> Features:
     return Features({"image": Image(nullable=False), "label": ClassLabel(names=names), "path": Value("string")})
 
 
-def _to_example(path: str, prefix: str, extensions: frozenset[str], excluded: str | None):
+def _to_example(path: str, prefix: str, extensions: frozenset[str], excluded: frozenset[str]):
     relative = relative_image_path(path, prefix, extensions, excluded)
     if relative is not None:
         yield path, {"image": path, "label": relative.split("/", 1)[0], "path": relative}
@@ -117,13 +147,21 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
     root = common.input_uri(args.input)
+    extensions = frozenset("." + e.strip().lower().lstrip(".") for e in args.extensions.split(",") if e.strip())
     try:
-        excluded = output_inside(root, args.output)
-        names = class_names(root, excluded)
+        output = output_inside(root, args.output)
+        names = class_names(root, output)
     except (FileNotFoundError, ValueError) as error:
         parser.error(str(error))
+    left_out = left_out_classes(root, names, extensions)
+    if left_out:
+        print("left out of the classes: " + "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items())),
+              file=sys.stderr)
+    names = [name for name in names if name not in left_out]
+    if not names:
+        parser.error(f"no class folder of {args.input} holds a {', '.join(sorted(extensions))} file")
+    excluded = frozenset(left_out) | ({output} if output is not None else set())
     prefix = fs.join(root, "")
-    extensions = frozenset("." + e.strip().lower().lstrip(".") for e in args.extensions.split(",") if e.strip())
     features = features_for(names)
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
@@ -133,7 +171,8 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                 | "Spread" >> beam.Reshuffle()
                 | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions, excluded))
 
-    return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input})
+    return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input,
+                                                                   **({"left_out": left_out} if left_out else {})})
 
 
 if __name__ == "__main__":

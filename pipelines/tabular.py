@@ -10,6 +10,8 @@ paths, not images); the rows are then spread out, so images are read in parallel
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import itertools
 import os
 import posixpath
@@ -66,6 +68,14 @@ class TabularFormat:
         self.description = description
         self.example_file = example_file
 
+    def empty_hint(self, files: list[str]) -> str:
+        """What to say when `files` hold no row at all."""
+        if len(files) > 1:
+            return f"none of the {len(files)} input files ({files[0]}, ...) holds a row"
+        with open_input(files[0]) as handle:
+            empty = not handle.read(1 << 16).strip()
+        return f"{files[0]} is empty" if empty else f"{files[0]} holds no row after its header"
+
     def build_parser(self) -> argparse.ArgumentParser:
         """The pipeline's command-line parser (its `--help`)."""
         return build_parser(self, self.description, self.example_file)
@@ -119,7 +129,7 @@ def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[st
       FeatureError: no rows, a column missing, empty, mixed or nested beyond a list.
     """
     if not rows:
-        raise FeatureError("the input has no rows to infer features from; give --features")
+        raise FeatureError("the input has no rows to infer features from; give --features")  # see _parsed_rows
     columns = list(dict.fromkeys(name for row in rows for name in row))
     for name in list(image_columns) + ([label_column] if label_column else []):
         if name not in columns:
@@ -189,7 +199,7 @@ class _ReadIndexFileFn(beam.DoFn):
 
     def process(self, path: str) -> Iterator[tuple[str, Any]]:
         base = parent(path)
-        with fs.open_read(path) as handle:
+        with open_input(path) as handle:
             for line, raw in self._format.read_rows(handle):
                 where = f"{path}, line {line}"
                 if isinstance(raw, common.Malformed):
@@ -204,21 +214,71 @@ class _ReadIndexFileFn(beam.DoFn):
                               else value for name, value in example.items()}
 
 
+def open_input(path: str) -> BinaryIO:
+    """An index file for reading, decompressed when its name ends in `.gz` or `.zst`.
+
+    Raises:
+      FileNotFoundError: no file at `path`. IsADirectoryError: a folder.
+    """
+    handle = fs.open_read(path)
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=handle, mode="rb")
+    if path.endswith(".zst"):
+        import pyarrow as pa
+
+        return io.BufferedReader(_RawStream(pa.CompressedInputStream(pa.PythonFile(handle, mode="r"), "zstd")))
+    return handle
+
+
+class _RawStream(io.RawIOBase):
+    """A pyarrow input stream as a raw Python stream, for `io.BufferedReader` and `io.TextIOWrapper`."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
 def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
     """The rows of the index files that parse, with values as inference sees them.
 
-    A row with a value inference cannot read is left out: the pipeline names it.
+    A row with a value inference cannot read is left out: the pipeline names it. When no
+    row of any file parses, the first reason one did not is the FeatureError raised.
+
+    Raises:
+      FeatureError: no row parses (naming the first file and line that did not, or the
+        files as empty).
     """
+    first_problem = None
     for path in files:
-        with fs.open_read(path) as handle:
-            for _, raw in tabular.read_rows(handle):
-                if isinstance(raw, common.Malformed):
-                    continue
-                try:
-                    row = {name: tabular.infer_value(value) for name, value in raw.items()}
-                except ValueError:
-                    continue
-                yield row
+        with open_input(path) as handle:
+            for line, raw in tabular.read_rows(handle):
+                problem = raw.reason if isinstance(raw, common.Malformed) else None
+                if problem is None:
+                    try:
+                        row = {name: tabular.infer_value(value) for name, value in raw.items()}
+                    except ValueError as error:
+                        problem = str(error)
+                    else:
+                        first_problem = ""
+                        yield row
+                        continue
+                if first_problem is None:
+                    first_problem = f"{path}, line {line}: {problem}"
+    if first_problem is None:
+        raise FeatureError(f"{tabular.empty_hint(files)}; give --features (with --allow_empty) to publish no rows")
+    if first_problem:
+        raise FeatureError(f"no row could be read: {first_problem}")
 
 
 def build_parser(tabular: TabularFormat, description: str, example_file: str) -> argparse.ArgumentParser:

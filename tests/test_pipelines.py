@@ -717,3 +717,82 @@ def test_a_pipeline_refuses_to_publish_no_rows_unless_allow_empty(tmp_path):
     assert not os.path.exists(os.path.join(out, MANIFEST_NAME))
     assert common.main(jsonl.run, argv + ["--allow_empty"]) == 0
     assert read_metadata(out).num_rows == 0
+
+
+# messages that name the real cause ------------------------------------------------------
+
+@pytest.mark.parametrize("module, name, content, words", [
+    (csv_pipeline, "dup.csv", "a,a,b\n1,2,3\n", ["dup.csv, line 1", "repeated column name"]),
+    (csv_pipeline, "rows.jsonl", '{"text": "a"}\n{"text": "b"}\n', ["rows.jsonl, line 1", "looks like JSON lines",
+                                                                    "pipelines.jsonl"]),
+    (csv_pipeline, "header.csv", "image,label\n", ["header.csv holds no row after its header"]),
+    (jsonl, "empty.jsonl", "", ["empty.jsonl is empty"]),
+    (jsonl, "README.md", "# a title\n\nsome text\n", ["README.md, line 1", "not valid JSON"]),
+])
+def test_an_input_that_yields_no_rows_is_named_with_its_real_cause(tmp_path, module, name, content, words, capsys):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        module.run(["--input", str(tmp_path / name), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "no rows to infer features from" not in err
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("module", [csv_pipeline, jsonl])
+def test_a_folder_given_as_an_index_file_is_a_usage_error(tmp_path, module, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        module.run(["--input", str(tmp_path), "--output", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "is a folder; give a file or a glob of files" in capsys.readouterr().err
+
+
+def test_a_file_given_to_image_folder_is_named_as_a_file(tmp_path, capsys):
+    (tmp_path / "list.txt").write_text("cat/a.jpg\n")
+    with pytest.raises(SystemExit):
+        image_folder.run(["--input", str(tmp_path / "list.txt"), "--output", str(tmp_path / "out")])
+    assert "list.txt is a file; give the folder that holds one folder per class" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+@pytest.mark.parametrize("module, text", [
+    (jsonl, '{"n": 1, "s": "a"}\n{"n": 2, "s": "b"}\n'),
+    (csv_pipeline, "n,s\n1,a\n2,b\n"),
+])
+def test_compressed_index_files_are_read(tmp_path, module, text, suffix):
+    import gzip
+
+    data = text.encode()
+    path = tmp_path / f"rows.{module.__name__.rsplit('.', 1)[-1]}{suffix}"
+    if suffix == ".gz":
+        path.write_bytes(gzip.compress(data))
+    else:
+        stream = pa.CompressedOutputStream(str(path), "zstd")
+        stream.write(data)
+        stream.close()
+    (tmp_path / "f.json").write_text(json.dumps(Features({"n": Value("int64"), "s": Value("string")}).to_dict()))
+    manifest = module.run(["--input", str(path), "--features", str(tmp_path / "f.json"),
+                           "--output", str(tmp_path / "out")])
+    assert manifest.num_rows == 2
+    assert sorted(row["n"] for row in ShardedDataset(str(tmp_path / "out"))) == [1, 2]
+
+
+def test_image_folder_leaves_out_empty_class_folders_and_caches_and_says_so(image_tree, tmp_path, capsys):
+    root, files = image_tree
+    (root / "empty").mkdir()
+    demo.run(["--output", str(root / "old_cache"), "--num_examples", "3"])
+    capsys.readouterr()
+    out = str(tmp_path / "out")
+    manifest = image_folder.run(["--input", str(root), "--output", out])
+    err = capsys.readouterr().err
+    assert "left out of the classes: empty (holds no" in err and "old_cache (holds a beam_shards cache)" in err
+    assert manifest.features["label"].names == ["cat", "dog", "zebra"] and manifest.num_rows == len(files)
+    assert manifest.metadata["left_out"]["old_cache"] == "holds a beam_shards cache"
+    assert manifest.metadata["left_out"]["empty"].startswith("holds no .bmp, .gif, .jpeg, .jpg")
+
+
+def test_image_folder_with_no_image_of_the_extensions_is_a_usage_error(image_tree, tmp_path, capsys):
+    root, _ = image_tree
+    with pytest.raises(SystemExit) as exit_:
+        image_folder.run(["--input", str(root), "--output", str(tmp_path / "out"), "--extensions", ".tga"])
+    assert exit_.value.code == 2 and "no class folder" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "out" / MANIFEST_NAME)
