@@ -1,12 +1,12 @@
 """`tf.train.Example` records parsed without TensorFlow, and converted to example dicts.
 
-The Example schema (tensorflow/core/example/example.proto and feature.proto) is five
-small messages. Their descriptor is built here, at import time, in a private
-`DescriptorPool` of `google.protobuf` (a dependency of Beam already), and parsed by
-protobuf's own C parser: no TensorFlow, no generated `_pb2.py` to keep in step with the
-protobuf runtime, and no clash with a TensorFlow (or other) `tensorflow.Example`
-registered in the default pool of the same process. The records come from
-`tfrecord_io`.
+The schema (tensorflow/core/example/example.proto and feature.proto, down to
+SequenceExample, as which an Example parses too: see `parse`) is eight small messages.
+Their descriptor is built here, at import time, in a private `DescriptorPool` of
+`google.protobuf` (a dependency of Beam already), and parsed by protobuf's own C parser:
+no TensorFlow, no generated `_pb2.py` to keep in step with the protobuf runtime, and no
+clash with a TensorFlow (or other) `tensorflow.Example` registered in the default pool
+of the same process. The records come from `tfrecord_io`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ KINDS = ("bytes_list", "float_list", "int64_list")
 KIND_DTYPES = {"float_list": "float32", "int64_list": "int64"}
 # TFDS stores some tensors as the raw bytes of the array, or those bytes zlib-compressed.
 DECODERS = ("bytes", "zlib")
+# The most a zlib-compressed Array of variable length may inflate to; one of fixed shape
+# inflates to its own size at most. Data past that is refused before it is inflated.
+MAX_INFLATED_BYTES = 256 << 20
 
 # --- the Example schema --------------------------------------------------------------
 
@@ -44,6 +47,15 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
                             oneof_index=oneof)
         return added
 
+    def map_field(parent, name: str, number: int, value_type: str) -> None:
+        entry_name = "".join(part.capitalize() for part in name.split("_")) + "Entry"
+        parent.field.add(name=name, number=number, label=repeated, type=field.TYPE_MESSAGE,
+                         type_name=f".tensorflow.{parent.name}.{entry_name}")
+        entry = parent.nested_type.add(name=entry_name)
+        entry.field.add(name="key", number=1, label=optional, type=field.TYPE_STRING)
+        entry.field.add(name="value", number=2, label=optional, type=field.TYPE_MESSAGE, type_name=value_type)
+        entry.options.map_entry = True
+
     repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
     message("BytesList", ("value", 1, repeated, field.TYPE_BYTES, None, None))
     message("FloatList", ("value", 1, repeated, field.TYPE_FLOAT, None, None))
@@ -53,13 +65,11 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
                       ("float_list", 2, optional, field.TYPE_MESSAGE, ".tensorflow.FloatList", 0),
                       ("int64_list", 3, optional, field.TYPE_MESSAGE, ".tensorflow.Int64List", 0))
     feature.oneof_decl.add(name="kind")
-    features = message("Features",
-                       ("feature", 1, repeated, field.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry", None))
-    entry = features.nested_type.add(name="FeatureEntry")
-    entry.field.add(name="key", number=1, label=optional, type=field.TYPE_STRING)
-    entry.field.add(name="value", number=2, label=optional, type=field.TYPE_MESSAGE, type_name=".tensorflow.Feature")
-    entry.options.map_entry = True
-    message("Example", ("features", 1, optional, field.TYPE_MESSAGE, ".tensorflow.Features", None))
+    map_field(message("Features"), "feature", 1, ".tensorflow.Feature")
+    message("FeatureList", ("feature", 1, repeated, field.TYPE_MESSAGE, ".tensorflow.Feature", None))
+    map_field(message("FeatureLists"), "feature_list", 1, ".tensorflow.FeatureList")
+    message("SequenceExample", ("context", 1, optional, field.TYPE_MESSAGE, ".tensorflow.Features", None),
+            ("feature_lists", 2, optional, field.TYPE_MESSAGE, ".tensorflow.FeatureLists", None))
     return proto
 
 
@@ -72,19 +82,35 @@ def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> type:
 
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.AddSerializedFile(_schema().SerializeToString())
-Example = _message_class(_POOL, "tensorflow.Example")
+# Records are parsed as SequenceExamples: `context` is field 1 as an Example's `features` is,
+# so an Example reads the same, and a SequenceExample shows by its `feature_lists` (field 2),
+# which parsing it as an Example would drop without a word.
+_Record = _message_class(_POOL, "tensorflow.SequenceExample")
+
+
+class SequenceExampleError(ValueError):
+    """A record is a `tf.train.SequenceExample` with feature_lists, which cannot be converted."""
 
 
 def parse(data: bytes) -> Mapping[str, Any]:
     """The features of a serialized `tf.train.Example`: a mapping of name to Feature message.
 
     Raises:
+      SequenceExampleError: `data` is a serialized SequenceExample with feature_lists.
       ValueError: `data` is not a serialized Example.
     """
     try:
-        return Example.FromString(data).features.feature
+        record = _Record.FromString(data)
     except DecodeError as error:
         raise ValueError(f"is not a tf.train.Example ({error})") from None
+    if record.HasField("feature_lists"):
+        names = sorted(record.feature_lists.feature_list)
+        listed = ", ".join(map(repr, names[:5])) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise SequenceExampleError(
+            "this file holds tf.train.SequenceExample records (this one has "
+            f"{'the feature_lists ' + listed if names else 'an empty feature_lists'}); they are not supported: "
+            "converting them as tf.train.Example records would lose their feature_lists")
+    return record.context.feature
 
 
 def kind_and_values(feature: Any) -> tuple[str | None, Sequence[Any]]:
@@ -164,10 +190,26 @@ def _item_converter(feature: Feature) -> Callable[[str | None, Any], Any]:
     raise ValueError(f"{feature!r} cannot be read from a tf.train.Example value")
 
 
+def _inflate(data: bytes, limit: int, variable: bool) -> bytes:
+    """`data` zlib-inflated, refused once it passes `limit` bytes: never more is inflated."""
+    inflater = zlib.decompressobj()
+    try:
+        inflated = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise _Mismatch(f"cannot be decompressed ({error})") from None
+    if len(inflated) > limit:
+        most = "the most a variable-length array may take" if variable else "the size of the array"
+        raise _Mismatch(f"is zlib data that inflates past {limit:,} bytes, {most}")
+    if not inflater.eof:
+        raise _Mismatch("cannot be decompressed (the zlib stream is incomplete or truncated)")
+    return inflated
+
+
 def _array_converter(feature: Array, decoder: str | None) -> _Convert:
     row_size = math.prod(feature.shape[1:])
     size = None if feature.variable else math.prod(feature.shape)
     tail = feature.shape[1:]
+    itemsize = np.dtype(feature.dtype).itemsize
 
     def convert(kind, values):
         if decoder is not None:
@@ -176,11 +218,7 @@ def _array_converter(feature: Array, decoder: str | None) -> _Convert:
                                 f"holding the array's {decoder}")
             data = values[0]
             if decoder == "zlib":
-                try:
-                    data = zlib.decompress(data)
-                except zlib.error as error:
-                    raise _Mismatch(f"cannot be decompressed ({error})") from None
-            itemsize = np.dtype(feature.dtype).itemsize
+                data = _inflate(data, MAX_INFLATED_BYTES if size is None else size * itemsize, size is None)
             if len(data) % itemsize:
                 raise _Mismatch(f"holds {len(data)} bytes, not a whole number of {feature.dtype} values")
             flat = np.frombuffer(data, dtype=np.dtype(feature.dtype).newbyteorder("<"))

@@ -8,7 +8,8 @@ and parsed without TensorFlow (see `pipelines.tf_example`). Features are inferre
 the first records, given with `--features features.json`, or, for a TFDS folder (one
 with `dataset_info.json` and `features.json`), taken from TFDS's own metadata: class
 names, image shapes and tensor shapes and dtypes. Errors name the file, the record
-number (from 0) and its byte offset.
+number (from 0) and its byte offset. Records of `tf.train.SequenceExample` are refused
+by name: converted as Examples, they would lose their feature_lists.
 """
 
 from __future__ import annotations
@@ -113,13 +114,19 @@ def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]]
 
 
 def _records(files: Sequence[str], compression: str) -> Iterator[dict[str, tuple[str | None, list[Any]]]]:
-    """The Examples of `files` that parse, as `tf_example.inspect` gives them."""
+    """The Examples of `files` that parse, as `tf_example.inspect` gives them.
+
+    Raises:
+      FeatureError: a record is a tf.train.SequenceExample, naming it.
+    """
     for path in files:
-        for _, data in tfrecord_io.open_records(path, compression):
+        for where, data in tfrecord_io.open_records(path, compression):
             if isinstance(data, common.Malformed):
                 continue
             try:
                 yield tf_example.inspect(data)
+            except tf_example.SequenceExampleError as error:
+                raise FeatureError(f"{where}: {error}") from None
             except ValueError:
                 continue
 
@@ -247,7 +254,10 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
             if not args.features:  # a --features file may leave out what has no equivalent here
                 parser.error(f"TFDS folder {folder}: {error}")
             features, decoders, described = None, {}, {}
-        metadata["tfds"] = tfds.tfds_metadata(info, split, files, count, described)
+        try:
+            metadata["tfds"] = tfds.tfds_metadata(info, split, files, count, described)
+        except FeatureError as error:
+            parser.error(f"TFDS folder {folder}: {error}")
     if args.features:
         features = common.load_features(parser, args.features)
         decoders = {name: decoder for name, decoder in decoders.items() if isinstance(features.get(name), Array)}

@@ -7,8 +7,10 @@ A TFRecord file is a run of records, each framed as (little-endian)
 where a masked CRC is `((crc >> 15 | crc << 17) + 0xa282ead8) mod 2**32`. `read_records`
 checks both CRCs, and reports a corrupt record (its data CRC fails: skipped alone, the
 framing is intact), a corrupt header (its length cannot be trusted: the rest of the
-file is unreadable) or a truncated file as a `common.Malformed` naming the offset, so a
-pipeline fails naming the file, the record and the offset, or skips it with `--skip_bad`.
+file is unreadable), a record longer than `MAX_RECORD_BYTES` (refused before it is read:
+a corrupt or hostile length cannot make the reader allocate it) or a truncated file as a
+`common.Malformed` naming the offset, so a pipeline fails naming the file, the record and
+the offset, or skips it with `--skip_bad`.
 `ReadTFRecords` reads files with Beam's `FileBasedSource` (one file per worker at a
 time, compressed files decompressed by Beam), as Beam's own `ReadFromTFRecord` does;
 that one raises an error without the file or the offset and cannot skip a record.
@@ -35,6 +37,12 @@ COMPRESSIONS = {"auto": CompressionTypes.AUTO, "none": CompressionTypes.UNCOMPRE
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
+# The longest record read (its data, in bytes); a longer one is refused as a corrupt header.
+# Examples are far smaller: TensorFlow's own protobuf parser refuses messages past 2 GiB.
+MAX_RECORD_BYTES = 256 << 20
+# `_read` asks for at most this, or as much as it has read so far, at a time: a file object
+# sets aside all that read(n) asks for, so a length past the file's end is never allocated.
+_FIRST_READ = 1 << 20
 
 
 # --- crc32c --------------------------------------------------------------------------
@@ -86,13 +94,15 @@ def check_crc32c() -> None:
 # --- framing -------------------------------------------------------------------------
 
 def _read(handle: BinaryIO, size: int) -> bytes:
-    data = handle.read(size)
+    """`size` bytes of `handle`, fewer only at its end; the memory taken follows what the
+    file holds, not what `size` claims."""
+    data = handle.read(min(size, _FIRST_READ))
     if len(data) == size or not data:
         return data
     parts = [data]
     got = len(data)
     while got < size:
-        more = handle.read(size - got)
+        more = handle.read(min(size - got, max(got, _FIRST_READ)))
         if not more:
             break
         parts.append(more)
@@ -100,12 +110,15 @@ def _read(handle: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def read_records(handle: BinaryIO) -> Iterator[tuple[int, int, bytes | common.Malformed]]:
+def read_records(handle: BinaryIO,
+                 max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[int, int, bytes | common.Malformed]]:
     """`(record number, byte offset, data or Malformed)` for each record of a TFRecord stream.
 
     Record numbers count from 0. A record whose data fails its CRC is a `Malformed`
-    and reading goes on; a header that fails its CRC or a truncated record ends the
-    stream with a `Malformed`, since no later record can be found reliably.
+    and reading goes on; a header that fails its CRC, one that claims more than
+    `max_record_bytes` of data, or a truncated record ends the stream with a
+    `Malformed`, since no later record can be found reliably. Reading takes memory for
+    what the stream holds, never for what a header claims.
     """
     offset = number = 0
     while True:
@@ -122,6 +135,11 @@ def read_records(handle: BinaryIO) -> Iterator[tuple[int, int, bytes | common.Ma
             yield number, offset, common.Malformed(
                 f"{what}: the CRC of the record's length does not match, so the rest of the file "
                 "cannot be split into records and is not read")
+            return
+        if length > max_record_bytes:
+            yield number, offset, common.Malformed(
+                f"corrupt record header: it claims {length:,} bytes of data, more than the {max_record_bytes:,} "
+                "a record may hold, so the rest of the file cannot be split into records and is not read")
             return
         body = _read(handle, length + _CRC.size)
         if len(body) < length + _CRC.size:
@@ -148,15 +166,17 @@ class _TFRecordSource(FileBasedSource):
     """One TFRecord file (not split: records can only be found from its start), read in
     batches of at most `batch_size` records and about `batch_bytes` bytes."""
 
-    def __init__(self, path: str, compression_type: str, batch_size: int = 1, batch_bytes: int = 0):
+    def __init__(self, path: str, compression_type: str, batch_size: int = 1, batch_bytes: int = 0,
+                 max_record_bytes: int = MAX_RECORD_BYTES):
         super().__init__(path, compression_type=compression_type, splittable=False, validate=False)
         self._batch_size = batch_size
         self._batch_bytes = batch_bytes
+        self._max_record_bytes = max_record_bytes
 
     def read_records(self, file_name: str, range_tracker) -> Iterator[list[tuple[str, bytes | common.Malformed]]]:
         batch, size = [], 0
         with self.open_file(file_name) as handle:
-            for number, offset, data in read_records(handle):
+            for number, offset, data in read_records(handle, self._max_record_bytes):
                 if not batch and not range_tracker.try_claim(offset):
                     return
                 batch.append((where(file_name, number, offset), data))
@@ -178,13 +198,15 @@ class ReadTFRecords(beam.PTransform):
 
     Args:
       compression_type: a Beam `CompressionTypes` value; AUTO goes by the file extension.
+      max_record_bytes: the longest record read; a longer one is a `Malformed` corrupt
+        header that ends its file.
     """
 
     def __init__(self, compression_type: str = CompressionTypes.AUTO, *, batch_size: int = 1000,
-                 batch_bytes: int = 16 << 20):
+                 batch_bytes: int = 16 << 20, max_record_bytes: int = MAX_RECORD_BYTES):
         super().__init__()
         self._source = functools.partial(_TFRecordSource, compression_type=compression_type, batch_size=batch_size,
-                                         batch_bytes=batch_bytes)
+                                         batch_bytes=batch_bytes, max_record_bytes=max_record_bytes)
         self._compression_type = compression_type
 
     def expand(self, paths: beam.PCollection) -> beam.PCollection:
