@@ -21,6 +21,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   them as the next version; run again, it finds its version and publishes nothing
   more. Then the write's staging goes (with the merged inputs and any abandoned
   merge attempt), and retention runs (`gc.py`).
+
+With `deterministic=True` the write and merge steps are `ordered.py`'s instead: rows
+grouped into chunks by key, each chunk written sorted, and shards merged and published
+in key order, so the output does not depend on bundles.
 """
 
 from __future__ import annotations
@@ -35,13 +39,14 @@ from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput, TaggedOutput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import counters
+from beam_shards.beam import counters, ordered
+from beam_shards.beam.merging import MergeBinFn
 from beam_shards.display import short_repr
 from beam_shards.errors import EmptyWriteError, EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
+from beam_shards.shards.merge import file_overhead, plan_bins
 from beam_shards.shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
                                        WriterOptions, WrittenShard, split_key)
 from beam_shards.storage import fs
@@ -179,6 +184,27 @@ class _WriteBundleWithIdFn(_WriteBundleFn):
         return super().process(element)
 
 
+class _WriteChunkFn(_WriteBundleFn):
+    """Writes one chunk of a deterministic write (see `ordered`): its examples in key order, into
+    staged shards tagged with their order `(chunk rank, shard index)`."""
+
+    def process(self, element: tuple[Any, list[tuple[Any, Any]]], write_id: Any, chunk_ranks: dict[Any, int]):
+        chunk, items = element
+        if self._write_id is None:
+            self._write_id = _write_id_or_fallback(write_id)
+        self.start_bundle()
+        for item in ordered.in_key_order(items):
+            yield from super().process(item)
+        rank, index = chunk_ranks[chunk], 0
+        for output in self.finish_bundle() or ():
+            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
+                yield TaggedOutput(output.tag, output.value.value)
+            else:
+                write_id_, shard = output.value
+                yield write_id_, shard, (rank, index)
+                index += 1
+
+
 def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
     """The bins to merge, from every committed bundle's shards: `(write id, shards)` pairs.
 
@@ -198,51 +224,34 @@ def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tup
     return bins
 
 
-class _MergeBinFn(beam.DoFn):
-    """Merges one bin of staged shards into one new staged shard; a bin of one shard passes through."""
-
-    def __init__(self, path: str, features: Features, options: WriterOptions):
-        self._layout = CacheLayout(path)
-        self._features = features
-        self._options = options
-        self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
-
-    def process(self, element: tuple[str, list[WrittenShard]]):
-        write_id, shards = element
-        if len(shards) == 1:
-            yield write_id, shards[0]
-            return
-        attempt = self._layout.new_attempt(write_id)
-        merged = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression)
-        self._merged.inc(len(shards))
-        yield write_id, merged
-
-
 class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
-                 retention: Retention | None, allow_empty: bool):
+                 retention: Retention | None, allow_empty: bool, in_order: bool = False):
         self._path = path
         self._allow_empty = allow_empty
+        self._in_order = in_order
         self._features = features
         self._options = options
         self._metadata = metadata
         self._mode = mode
         self._retention = retention
 
-    def process(self, unused: Any, write_id: Any, staged: list[tuple[str, WrittenShard]],
-                every_write_id: list[str] = ()):
+    def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = ()):
+        """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write."""
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
-        if not self._allow_empty and not any(shard.num_rows for _, shard in staged):
+        if self._in_order:
+            staged = sorted(staged, key=lambda item: item[2])
+        if not self._allow_empty and not any(item[1].num_rows for item in staged):
             raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
                                   "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
-        manifest = publish(self._path, write_id=write_id, features=self._features, staged=[s for _, s in staged],
-                           options=self._options, metadata=self._metadata, mode=self._mode)
+        manifest = publish(self._path, write_id=write_id, features=self._features, staged=[item[1] for item in staged],
+                           options=self._options, metadata=self._metadata, mode=self._mode, ordered=self._in_order)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         layout = CacheLayout(self._path)
-        for other in sorted(({w for w, _ in staged} | set(every_write_id)) - {write_id}):
+        for other in sorted(({item[0] for item in staged} | set(every_write_id)) - {write_id}):
             with best_effort(f"remove the staging of write {other}", self._path):
                 remove_staging(layout, other)
         if self._retention is not None:
@@ -305,6 +314,10 @@ class WriteToArrowShards(beam.PTransform):
       allow_empty: publish a version of no rows when the input holds none (the
         default); False fails the pipeline with an `EmptyWriteError` instead, so an
         input that matched nothing cannot replace a cache with an empty one.
+      deterministic: write the rows in key order (the input is `(key, example)` pairs
+        whose keys sort), so the same input gives the same rows, order and shard bytes
+        on any runner, bundling or number of workers (see `ordered`). It costs a
+        shuffle of the examples and a copy of the shards; the pipelines set it.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -327,12 +340,13 @@ class WriteToArrowShards(beam.PTransform):
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
-                 on_bad: str = "fail", allow_empty: bool = True):
+                 on_bad: str = "fail", allow_empty: bool = True, deterministic: bool = False):
         super().__init__()
         if on_bad not in ON_BAD:
             raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
         self._on_bad = on_bad
         self._allow_empty = allow_empty
+        self._deterministic = deterministic
         self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
         self._metadata = check_write(path, features, metadata, mode)
         if write_id is not None:
@@ -353,6 +367,12 @@ class WriteToArrowShards(beam.PTransform):
         if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
             # Shard results are emitted in the global window; finalize reads them all.
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+        options, overhead = self._options, file_overhead(self._features)
+        if self._deterministic:
+            write_chunk = _WriteChunkFn(self._path, self._features, self._options, given, self._on_bad)
+            merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_chunk, self._path, self._features,
+                                                             options, overhead, BAD_TAG)
+            return self._finalize(do_once, write_id, merged, staged, bad)
         if given is None:
             write = beam.ParDo(_WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
                                AsSingleton(write_id))
@@ -364,23 +384,26 @@ class WriteToArrowShards(beam.PTransform):
             # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
             | "Pair" >> beam.Map(lambda shard: (None, shard))
             | "GroupShards" >> beam.GroupByKey())
-        options, overhead = self._options, file_overhead(self._features)
         merged = (
             staged
             | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
             # Bins are spread over workers; each is merged by one DoFn call.
             | "SpreadBins" >> beam.Reshuffle()
-            | "MergeBins" >> beam.ParDo(_MergeBinFn(self._path, self._features, self._options))
+            | "MergeBins" >> beam.ParDo(MergeBinFn(self._path, self._features, self._options))
             # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
             | "PairMerged" >> beam.Map(lambda shard: (None, shard))
             | "GroupMerged" >> beam.GroupByKey()
             | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
-        write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({w for w, _ in kv[1]}))
+        return self._finalize(do_once, write_id, merged, staged, written[BAD_TAG])
+
+    def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, merged: beam.PCollection,
+                  staged: beam.PCollection, bad: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
+        write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention,
-                        self._allow_empty),
+                        self._allow_empty, self._deterministic),
             AsSingleton(write_id), AsList(merged), AsList(write_ids))
-        return WriteWithBad(manifest, written[BAD_TAG]) if self._on_bad == "skip" else manifest
+        return WriteWithBad(manifest, bad) if self._on_bad == "skip" else manifest
 
     def display_data(self) -> dict[str, Any]:
         options = self._options
@@ -388,6 +411,7 @@ class WriteToArrowShards(beam.PTransform):
             "path": DisplayDataItem(self._path, label="Cache path"),
             "mode": DisplayDataItem(self._mode, label="Mode"),
             "on_bad": DisplayDataItem(self._on_bad, label="Examples that do not fit"),
+            "deterministic": DisplayDataItem(self._deterministic, label="Rows in key order"),
             "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
             "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
             "compression": DisplayDataItem(str(options.compression), label="Compression"),

@@ -113,7 +113,7 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
             options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
-            parent: int | None = None, kept: dict[int, ShardInfo] | None = None) -> Manifest:
+            parent: int | None = None, kept: dict[int, ShardInfo] | None = None, ordered: bool = False) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -131,6 +131,8 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
         `compact`); if another write published first, nothing is published.
       kept: shards of the latest version that the new one lists again, by name and
         unchanged, at the given positions; the staged shards fill the others in order.
+      ordered: `staged` is in the order to publish (a deterministic write); otherwise
+        the shards are ordered by their staged paths.
 
     Returns:
       The manifest of the version holding this write.
@@ -146,10 +148,10 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     with cache_lock(layout):
         manifest = find_published(path, write_id)
         if manifest is None:
-            ordered = sorted(staged, key=staged_order)
-            names = [shard_name(write_id, i, len(ordered)) for i in range(len(ordered))]
-            _move_into_place(layout, ordered, names)
-            shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, ordered))
+            staged = list(staged) if ordered else sorted(staged, key=staged_order)
+            names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
+            _move_into_place(layout, staged, names)
+            shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, staged))
             if kept:
                 new = iter(shards)
                 shards = tuple(kept[i] if i in kept else next(new) for i in range(len(shards) + len(kept)))
