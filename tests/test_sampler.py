@@ -150,3 +150,18 @@ def test_docstring_examples_run():
     for module in (sampler, backend):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_an_abandoned_iteration_closed_later_does_not_move_the_sampler():
+    sampler = ShardedSampler(100, seed=1)
+    old = iter(sampler)
+    taken = [next(old) for _ in range(10)]
+    assert sampler.state_dict()["position"] == 10 and len(set(taken)) == 10
+    sampler.set_epoch(5)
+    fresh = iter(sampler)
+    first = next(fresh)
+    old.close()  # as the garbage collector would, whenever it runs
+    assert (sampler.epoch, sampler.state_dict()["position"]) == (5, 1)
+    expected = ShardedSampler(100, seed=1)
+    expected.set_epoch(5)
+    assert [first, *fresh] == list(expected)

@@ -134,6 +134,8 @@ class ShardedSampler:
         identity = getattr(dataset_or_len, "identity", None)
         self.dataset = identity if isinstance(identity, str) else None
         self._state = SamplerState(0, 0, 0, self.world_size, self.num_samples, drop_last)
+        self._yielded: int | None = None  # indices of the segment handed out by a running iteration
+        self._iteration: object | None = None  # that iteration's token
 
     def __repr__(self) -> str:
         return (f"ShardedSampler(num_samples={self.num_samples}, shuffle={self.shuffle}, seed={self.seed}, "
@@ -142,7 +144,7 @@ class ShardedSampler:
 
     @property
     def epoch(self) -> int:
-        return self._state.epoch
+        return self._current().epoch
 
     def __len__(self) -> int:
         """How many indices this rank yields in the current segment (a whole epoch unless resumed)."""
@@ -152,15 +154,27 @@ class ShardedSampler:
         """Starts epoch `epoch` on the next iteration; the current epoch (a loaded state's, or the one
         an iteration to the end moved to) keeps its position."""
         epoch = _int(epoch, "epoch", low=0)
-        if epoch != self._state.epoch:
+        if epoch != self.epoch:
             self._state = SamplerState(epoch, 0, 0, self.world_size, self.num_samples, self.drop_last)
+            self._yielded = self._iteration = None
 
     def __iter__(self) -> Iterator[int]:
-        mine = self.epoch_indices()
-        for position in range(self._state.position, len(mine)):
-            self._state = dataclasses.replace(self._state, position=position + 1)
-            yield int(mine[position])
-        self._state = self._state.normalised()
+        mine = self.epoch_indices().tolist()
+        start = self._state.position
+        # The position is kept as a plain int while indices are handed out (a DataLoader asks for
+        # tens of thousands a second), and folded into the state when it is asked for or ends. Only
+        # the newest iteration may fold it: an abandoned one is closed whenever it is collected.
+        token = self._iteration = object()
+        self._yielded = start
+        try:
+            for position in range(start, len(mine)):
+                self._yielded = position + 1
+                yield mine[position]
+        finally:
+            if self._iteration is token:
+                self._state, self._yielded, self._iteration = self._current(), None, None
+        if self._iteration is None and self._yielded is None:
+            self._state = self._state.normalised()
 
     def epoch_indices(self) -> np.ndarray:
         """This rank's indices for the current segment of the current epoch, in order."""
@@ -183,7 +197,12 @@ class ShardedSampler:
     def state_dict(self) -> dict[str, Any]:
         """Where this rank stands (the epoch, the segment and the indices it handed out), and the order
         it depends on; an epoch handed out to its end is the next epoch's start."""
-        return self._state_dict(self._state.normalised())
+        return self._state_dict(self._current().normalised())
+
+    def _current(self) -> SamplerState:
+        if self._yielded is None:
+            return self._state
+        return dataclasses.replace(self._state, position=self._yielded)
 
     def state_after(self, state: dict[str, Any], count: int) -> dict[str, Any]:
         """`state` (from this sampler's `state_dict`) after `count` more of its indices were consumed:
@@ -210,6 +229,7 @@ class ShardedSampler:
             seed, shuffle, block_size, drop_last, cache version or view).
         """
         self._state = self._checked(state).rebased(self.world_size)
+        self._yielded = self._iteration = None
 
     def _checked(self, state: Any) -> SamplerState:
         if not isinstance(state, dict):
