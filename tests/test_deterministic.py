@@ -47,6 +47,7 @@ def _shard_digests(path: str) -> list[str]:
     return [hashlib.sha256(open(manifest.shard_path(i), "rb").read()).hexdigest() for i in range(manifest.num_shards)]
 
 
+@pytest.mark.slow
 def test_rows_are_in_key_order_and_shards_are_byte_identical_on_every_runner(tmp_path):
     digests = {}
     for seed, (name, runner) in enumerate(RUNNERS.items()):

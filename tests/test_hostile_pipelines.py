@@ -129,6 +129,7 @@ FAILING_RUNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("runner", [[], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]],
                          ids=["in-process", "two processes"])

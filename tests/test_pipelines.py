@@ -682,6 +682,7 @@ def test_each_example_is_encoded_once(tmp_path, monkeypatch):
     assert read_metadata(args.output).num_rows == 8
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_no_staging_behind(tmp_path, capsys):
     """Other bundles' staged shards are removed when one bundle fails the pipeline, and
     the error from a worker process reads like one raised in this one."""

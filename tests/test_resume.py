@@ -68,6 +68,7 @@ def _train(loader: ShardedDataLoader, sampler: ShardedSampler, stop_after: int |
     return read, None
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 40), batch_size=st.integers(1, 7), num_workers=st.sampled_from([0, 1, 2, 4]),
        prefetch_factor=st.sampled_from([1, 2, 4]), persistent=st.booleans(), drop_last=st.booleans(),
@@ -96,6 +97,7 @@ def test_one_rank_resumes_with_exactly_the_rest_in_order(n, batch_size, num_work
     assert before + after == whole
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 60), batch_size=st.integers(1, 5), world_before=st.integers(1, 4),
        world_after=st.integers(1, 4), num_workers=st.sampled_from([0, 1]), shuffle=st.booleans(), data=st.data())

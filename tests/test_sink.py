@@ -150,6 +150,7 @@ def _tag_pid(element):
     return {**element, "caption": f"pid {os.getpid()}"}
 
 
+@pytest.mark.slow
 def test_two_worker_processes(tmp_path):
     out = tmp_path / "cache"
     _write(out, "--direct_num_workers=2", "--direct_running_mode=multi_processing", num_parts=12,
@@ -163,6 +164,7 @@ def test_two_worker_processes(tmp_path):
     assert str(os.getpid()) not in str(pids_per_shard)
 
 
+@pytest.mark.slow
 def test_portable_runner_with_external_worker_pool(tmp_path, portable_options):
     out = tmp_path / "cache"
     p = beam.Pipeline(options=portable_options())
@@ -329,6 +331,7 @@ def test_failure_upstream_in_the_same_bundle_leaves_no_staged_files(tmp_path):
     assert staged == []
 
 
+@pytest.mark.slow
 def test_given_write_id_lets_the_caller_clean_up_a_failed_run(tmp_path):
     from beam_shards.format.layout import new_write_id
     from beam_shards.versions.commit import abandon
