@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from test_writer import Shards
 
-from beam_shards import Array, ClassLabel, EncodeError, Features, Image, ShardWriter, Value, WriterOptions
+from beam_shards import (Array, ClassLabel, EncodeError, Features, Image, ShardedDataset, ShardWriter, Value,
+                         WriterOptions, write_shards)
 from beam_shards.features import Sequence
 from beam_shards.shards.writer import plain_sizer, row_nbytes
 
@@ -149,3 +150,12 @@ def test_a_caller_refilling_one_array_gets_each_rows_values(features, extra):
     writer.close()
     values = [np.asarray(v, np.float32).reshape(-1)[0] for v in shards.column("x")]
     assert values == [0, 1, 2, 3, 4]
+
+
+def test_a_null_beside_an_array_of_a_nullable_array_feature_is_written(tmp_path):
+    """Found by the write_shards property test: a None before a plain array in one batch."""
+    features = Features({"id": Value("int64"), "a": Array((1,), "bool", nullable=True)})
+    path = str(tmp_path / "cache")
+    write_shards([{"id": 0, "a": None}, {"id": 1, "a": np.array([False])}], path, features, batch_size=2)
+    rows = ShardedDataset(path)[:]
+    assert rows[0]["a"] is None and rows[1]["a"].tolist() == [False]

@@ -84,11 +84,12 @@ class Array(Feature):
     def plain_column_fits(self, values: list[Any]) -> bool:
         return all(map(self._stored_as_is, values))
 
-    def _stored_as_is(self, value: np.ndarray) -> bool:
-        return value.shape == self.shape and value.dtype == self._np_dtype and value.flags.c_contiguous
+    def _stored_as_is(self, value: Any) -> bool:
+        return (type(value) is np.ndarray and value.shape == self.shape and value.dtype == self._np_dtype
+                and value.flags.c_contiguous)
 
     def encode(self, value: Any, field: str) -> np.ndarray:
-        if type(value) is np.ndarray and self._stored_as_is(value):  # the common case: the exact array stored
+        if self._stored_as_is(value):  # the common case: the exact array stored
             # A copy: writers keep rows until their batch is built, and a caller may refill its array.
             return value.copy()
         try:
