@@ -307,3 +307,32 @@ def test_a_data_loader_over_arrays_gives_no_not_writable_warning(array_cache):
         warnings.simplefilter("error")
         batches = list(ShardedDataLoader(dataset, batch_size=1))
     assert len(batches) == 12 and batches[0]["bbox"].shape == (1, 4)
+
+
+@pytest.mark.parametrize("stop_after", [4, 7, 9])
+def test_breaking_out_late_in_an_epoch_and_iterating_again_continues_that_epoch(stop_after):
+    """Breaking within the batches the workers already took to the epoch's end (7 and 9 of 10 here) must not skip
+    the rest of the epoch, though the sampler already moved to the next."""
+    dataset = Numbers(20)
+    options = {"batch_size": 2, "num_workers": 2, "prefetch_factor": 4}
+    whole = _flat(list(ShardedDataLoader(dataset, sampler=ShardedSampler(dataset, seed=6), batch_size=2)))
+    loader = ShardedDataLoader(dataset, sampler=ShardedSampler(dataset, seed=6), **options)
+    seen = []
+    for batch in loader:
+        seen += _flat([batch])
+        if len(seen) == 2 * stop_after:
+            break
+    assert loader.state_dict()["sampler"]["position"] == 2 * stop_after
+    assert seen + _flat(list(loader)) == whole
+
+
+def test_a_set_epoch_after_a_break_is_the_users_choice():
+    dataset = Numbers(20)
+    sampler = ShardedSampler(dataset, seed=6)
+    loader = ShardedDataLoader(dataset, sampler=sampler, batch_size=2, num_workers=2)
+    for _ in loader:
+        break
+    sampler.set_epoch(3)
+    expected = ShardedSampler(dataset, seed=6)
+    expected.set_epoch(3)
+    assert _flat(list(loader)) == list(expected)

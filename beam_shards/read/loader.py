@@ -68,7 +68,8 @@ class ShardedDataLoader(DataLoader):
         self._base: dict[str, Any] = sampler.state_dict()  # the sampler's state when the last iterator began
         self._consumed = 0  # batches the last iterator handed to the loop
         self._finished = False
-        self._interrupted_epoch: int | None = None
+        self._started = False  # an iterator began since the last load_state_dict
+        self._generation = sampler.generation  # the sampler's generation when it began
 
     def __repr__(self) -> str:
         return (f"ShardedDataLoader({self.sampler!r}, batch_size={self.batch_size}, num_workers={self.num_workers}, "
@@ -76,15 +77,16 @@ class ShardedDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         sampler: ShardedSampler = self.sampler
-        if self._interrupted_epoch is not None and sampler.epoch == self._interrupted_epoch:
-            # The last iterator stopped early: its workers took more indices than the loop consumed.
+        if self._started and not self._finished and sampler.generation == self._generation:
+            # The last iterator stopped early and nobody moved the sampler since: its workers took
+            # more indices than the loop consumed (to the epoch's end, even), so go back to those.
             sampler.load_state_dict(self.state_dict()["sampler"])
-        self._base, self._consumed, self._finished = sampler.state_dict(), 0, False
-        self._interrupted_epoch = sampler.epoch
+        self._base, self._consumed, self._finished, self._started = sampler.state_dict(), 0, False, True
+        self._generation = sampler.generation
         for batch in super().__iter__():
             self._consumed += 1
             yield batch
-        self._finished, self._interrupted_epoch = True, None
+        self._finished = True
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loop stands: the sampler's state after the batches the loop consumed."""
@@ -107,4 +109,4 @@ class ShardedDataLoader(DataLoader):
                              f"got {type(state).__name__} {sorted(state) if isinstance(state, dict) else ''}")
         sampler: ShardedSampler = self.sampler
         sampler.load_state_dict(state["sampler"])
-        self._base, self._consumed, self._finished, self._interrupted_epoch = sampler.state_dict(), 0, False, None
+        self._base, self._consumed, self._finished, self._started = sampler.state_dict(), 0, False, False

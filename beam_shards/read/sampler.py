@@ -110,6 +110,10 @@ class ShardedSampler:
         padding with repeated indices.
       block_size: shuffle blocks of this many neighbouring rows, then the rows in each.
 
+    Attributes:
+      generation: how many times `set_epoch` or `load_state_dict` moved the sampler, so a
+        loader tells a user's move from its own iteration's.
+
     Raises:
       TypeError: an argument of the wrong type (the value is named).
       ValueError: a negative length or seed, a rank outside 0..world_size-1, a
@@ -136,6 +140,7 @@ class ShardedSampler:
         self._state = SamplerState(0, 0, 0, self.world_size, self.num_samples, drop_last)
         self._yielded: int | None = None  # indices of the segment handed out by a running iteration
         self._iteration: object | None = None  # that iteration's token
+        self.generation = 0
 
     def __repr__(self) -> str:
         return (f"ShardedSampler(num_samples={self.num_samples}, shuffle={self.shuffle}, seed={self.seed}, "
@@ -157,6 +162,7 @@ class ShardedSampler:
         if epoch != self.epoch:
             self._state = SamplerState(epoch, 0, 0, self.world_size, self.num_samples, self.drop_last)
             self._yielded = self._iteration = None
+            self.generation += 1
 
     def __iter__(self) -> Iterator[int]:
         mine = self.epoch_indices().tolist()
@@ -230,6 +236,7 @@ class ShardedSampler:
         """
         self._state = self._checked(state).rebased(self.world_size)
         self._yielded = self._iteration = None
+        self.generation += 1
 
     def _checked(self, state: Any) -> SamplerState:
         if not isinstance(state, dict):
