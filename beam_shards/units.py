@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -52,7 +53,10 @@ def parse_size(value: int | str) -> int:
         if match is None or unit not in _SIZE_UNITS:
             raise ValueError(f"{value!r} is not a size; write it like 64MB, 1.5GB or 512MiB "
                              f"(units: B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)")
-        size = round(float(match.group(1)) * _SIZE_UNITS[unit])
+        number = float(match.group(1)) * _SIZE_UNITS[unit]
+        if not math.isfinite(number):  # hundreds of digits: float gives inf, which round() cannot take
+            raise ValueError(f"size {value!r} is out of range: it must be from 1 byte to 1PiB")
+        size = round(number)
     if not 1 <= size <= MAX_SIZE:
         raise ValueError(f"size {value!r} is out of range: it must be from 1 byte to 1PiB")
     return size

@@ -110,3 +110,21 @@ def test_kind_reads_botocore_client_errors():
     assert store_errors.kind(client_error("NoSuchKey", 404)) == "missing"
     assert store_errors.kind(client_error("SlowDown", 503)) == "throttled"
     assert store_errors.kind(botocore.EndpointConnectionError(endpoint_url="http://127.0.0.1:1")) == "unreachable"
+
+
+@pytest.mark.parametrize("error", [
+    OSError("cannot read s3://b/c/_versions/00000000000000000503.json: Broken pipe"),
+    OSError("cannot read s3://b/c/403.json: Broken pipe"),
+])
+def test_a_number_in_a_path_is_no_http_status(error):
+    assert store_errors.kind(error) is None
+
+
+def test_an_error_raised_while_handling_a_missing_object_is_not_missing():
+    try:
+        try:
+            raise FileNotFoundError("gone")
+        except FileNotFoundError:
+            raise RuntimeError("a bug in a client")
+    except RuntimeError as error:
+        assert store_errors.kind(error) is None

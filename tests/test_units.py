@@ -90,3 +90,9 @@ def test_a_pipeline_refuses_an_absurd_value_as_a_usage_error(argv, capsys):
         common.parse_args(common.make_parser("demo", "test"), ["--output", "o", *argv])
     assert exit_.value.code == 2
     assert "out of range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "MB", "1" + "0" * 320 + "KiB"])
+def test_a_size_of_hundreds_of_digits_is_out_of_range_not_an_overflow(text):
+    with pytest.raises(ValueError, match="out of range"):
+        parse_size(text)

@@ -7,7 +7,7 @@ from the root logger; `quiet_beam` also raises Beam's loggers to CRITICAL while 
 command runs, so a failing bundle's ERROR and traceback do not stand above the one-line
 error the command prints (`--verbose` shows them), and sends what is written to the
 process's standard error meanwhile (by Beam, and by the worker processes that
-multi-process runners start, which inherit it) to a temporary file that is dropped.
+multi-process runners start, which inherit it) to the null device.
 Nothing here imports Beam.
 """
 
@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 
 _NOISE = ("apitools not found", "Process method returned None")
@@ -42,7 +41,7 @@ def drop_known_noise() -> None:
 @contextlib.contextmanager
 def quiet_beam(verbose: bool) -> Iterator[None]:
     """Unless `verbose`: Beam's loggers at CRITICAL, and standard error (file descriptor 2, so
-    worker processes' too) sent to a dropped temporary file while the block runs; both are
+    worker processes' too) sent to the null device while the block runs; both are
     restored after."""
     if verbose:
         yield
@@ -53,7 +52,7 @@ def quiet_beam(verbose: bool) -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with tempfile.TemporaryFile() as dropped:
+        with open(os.devnull, "wb") as dropped:
             os.dup2(dropped.fileno(), 2)
             try:
                 yield

@@ -36,9 +36,13 @@ _DENIED_CODES = {"accessdenied", "forbidden", "invalidaccesskeyid", "signaturedo
 _MISSING_CODES = {"nosuchkey", "nosuchbucket", "notfound", "404"}
 _THROTTLED_CODES = {"slowdown", "throttling", "throttlingexception", "requestlimitexceeded", "toomanyrequests",
                     "requesttimeout", "serviceunavailable", "internalerror", "503", "429", "500", "502", "504"}
+# An HTTP status in a message, not a number in the object's path (`_versions/503.json`).
+_STATUS = r"(?:HTTP|[Ss]tatus(?: [Cc]ode)?|[Rr]esponse [Cc]ode)[ :=]{0,3}"
 _TEXT = [  # pyarrow's and other clients' messages, read when an error carries no code
-    ("denied", re.compile(r"ACCESS_DENIED|AccessDenied|Forbidden|\b403\b|INVALID_ACCESS_KEY|SignatureDoesNotMatch")),
-    ("throttled", re.compile(r"SLOW_DOWN|SlowDown|THROTTL|Throttl|TooManyRequests|\b503\b|\b429\b|SERVICE_UNAVAILABLE")),
+    ("denied", re.compile(rf"ACCESS_DENIED|AccessDenied|Forbidden|{_STATUS}40[13]\b|INVALID_ACCESS_KEY|"
+                          r"SignatureDoesNotMatch")),
+    ("throttled", re.compile(rf"SLOW_DOWN|SlowDown|THROTTL|Throttl|TooManyRequests|{_STATUS}(?:429|503)\b|"
+                             r"SERVICE_UNAVAILABLE")),
     ("unreachable", re.compile(r"NETWORK_CONNECTION|Could not connect|Couldn't connect|Connection refused|"
                                r"timed out|Timeout|ENDPOINT_CONNECTION|Failed to establish")),
 ]
@@ -73,7 +77,8 @@ def kind(error: BaseException) -> str | None:
         for name, pattern in _TEXT:
             if pattern.search(text):
                 return name
-    cause = error.__cause__ or error.__context__
+    # Only an explicit `raise ... from cause`: an error raised while another was handled is not that error.
+    cause = error.__cause__
     return kind(cause) if isinstance(cause, BaseException) and cause is not error else None
 
 
