@@ -104,3 +104,10 @@ def test_skip_leaves_a_bad_example_out_and_keeps_the_order(tmp_path):
     positions = ArrowBackend.open(path).slice(0, 299).column("position").to_pylist()
     assert positions == [p for p in range(300) if p != 150]
     assert open(tmp_path / "bad.txt").read() == "('f', 150)\n"
+
+
+def test_examples_without_keys_are_refused_with_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match=r"takes \(key, example\) pairs"):
+        with beam.Pipeline(options=options()) as p:
+            _ = (p | beam.Create([{"file": "f", "position": 1, "text": "t"}])
+                 | WriteToArrowShards(str(tmp_path / "c"), FEATURES, deterministic=True))

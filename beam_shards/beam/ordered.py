@@ -4,9 +4,10 @@ The sink's default path stages shards per bundle, so rows land in whatever order
 arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replace it:
 
 - chunk: each pair goes to a chunk named from its key. A key that is a tuple ending in
-  an int (the pipelines' `(input file, position)`) goes to the chunk of its first items
-  and `position // chunk_rows`, so neighbouring rows share a chunk; any other key is a
-  chunk of its own. Chunk names sort as their keys do.
+  an int (such as `(input file, position)`) goes to the chunk of its first items and
+  `position // chunk_rows`, so neighbouring rows share a chunk; any other key is a chunk
+  of its own (a staged shard a row before the merge: give position keys to large
+  writes). Chunk names sort as their keys do.
 - rank: every chunk name is listed once and sorted (one small list, a side input), so
   each chunk knows its place in the whole write.
 - write: a chunk's pairs are grouped, sorted by key (ties by the example's pickled
@@ -33,6 +34,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
 from beam_shards.beam.merging import MergeBinFn
+from beam_shards.display import short_repr
 from beam_shards.features import Features
 from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.writer import WriterOptions, WrittenShard, split_key
@@ -47,6 +49,19 @@ def chunk_of(key: Any, chunk_rows: int) -> Any:
     if isinstance(key, tuple) and key and isinstance(key[-1], int) and not isinstance(key[-1], bool):
         return (*key[:-1], key[-1] // chunk_rows)
     return key
+
+
+def keyed(item: Any) -> tuple[Any, Any]:
+    """`item` as a `(key, example)` pair.
+
+    Raises:
+      ValueError: `item` is not a pair (an example without its key cannot be put in order).
+    """
+    key, example = split_key(item, None)
+    if key is None:
+        raise ValueError("WriteToArrowShards(deterministic=True) takes (key, example) pairs whose keys sort, such "
+                         f"as (input file, position); got an element without a key: {short_repr(item)}")
+    return key, example
 
 
 def ranks(chunks: Iterable[Any]) -> dict[Any, int]:
@@ -91,8 +106,7 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
     inputs, and yields `(write id, shard, order)` (and dead letters tagged `bad_tag`).
     """
     chunk_rows = CHUNK_BATCHES * options.batch_size
-    chunked = pairs | "ChunkOf" >> beam.Map(
-        lambda item: (chunk_of(split_key(item, None)[0], chunk_rows), split_key(item, None)))
+    chunked = pairs | "ChunkOf" >> beam.Map(lambda item: (chunk_of(keyed(item)[0], chunk_rows), keyed(item)))
     chunk_ranks = (chunked
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()

@@ -317,7 +317,7 @@ class WriteToArrowShards(beam.PTransform):
       deterministic: write the rows in key order (the input is `(key, example)` pairs
         whose keys sort), so the same input gives the same rows, order and shard bytes
         on any runner, bundling or number of workers (see `ordered`). It costs a
-        shuffle of the examples and a copy of the shards; the pipelines set it.
+        shuffle of the examples and a copy of the shards.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
