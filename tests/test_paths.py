@@ -48,3 +48,25 @@ def test_gc_in_a_folder_with_glob_characters(tmp_path):
     garbage = clean_up(path)
     assert list(garbage.files) == [f"_staging/20260101T000000Z-00000000/{'a' * 32}/part-00000.arrow"]
     assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", "_versions", manifest.shards[0].file])
+
+
+def test_create_makes_its_folder_again_when_another_write_removed_it_meanwhile(tmp_path, monkeypatch):
+    """The race two local writers ran into: one removed the empty `_staging/` between the other's makedirs and open."""
+    import builtins
+
+    from beam_shards.storage import fs
+
+    target = tmp_path / "_staging" / "write" / "part-00000.arrow"
+    removed = []
+
+    def racing_open(path, mode="r", *args, **kwargs):
+        if not removed and str(path) == str(target):
+            removed.append(1)
+            os.rmdir(target.parent)
+            os.rmdir(target.parent.parent)
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(fs, "open", racing_open, raising=False)
+    with fs.create(str(target)) as handle:
+        handle.write(b"x")
+    assert removed and target.read_bytes() == b"x"

@@ -83,12 +83,23 @@ def has_atomic_rename(path: str) -> bool:
     return scheme(path) in _RENAME_SCHEMES
 
 
+_CREATE_ATTEMPTS = 5
+
+
 def create(path: str) -> BinaryIO:
     """Opens a new file for writing (its folder made if missing); local paths need no Beam."""
     if is_local(path):
         target = local_path(path)
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        return open(target, "wb")
+        folder = os.path.dirname(os.path.abspath(target))
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                os.makedirs(folder, exist_ok=True)
+                return open(target, "wb")
+            except FileNotFoundError:
+                # Another write removed an empty parent (`_staging/`) between our makedirs' steps, or
+                # between it and the open: make the folders again.
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
     from apache_beam.io.filesystem import CompressionTypes
 
     return _filesystems(path).create(_beam(path), mime_type="application/octet-stream",
