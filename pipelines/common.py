@@ -297,7 +297,8 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
 def report(manifest: Manifest) -> str:
     """What a pipeline prints when done: where the cache is and how to open it."""
     path = manifest.path
-    lines = [f"Wrote {manifest.num_rows:,} rows in {manifest.num_shards} shard(s), "
+    rows = "row" if manifest.num_rows == 1 else "rows"
+    lines = [f"Wrote {manifest.num_rows:,} {rows} in {manifest.num_shards} shard(s), "
              f"{human_size(manifest.num_bytes)}, to {path} as version {manifest.version} ({manifest.mode})"]
     skipped = read_bad_inputs(path)
     if skipped:

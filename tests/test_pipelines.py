@@ -797,3 +797,12 @@ def test_image_folder_with_no_image_of_the_extensions_is_a_usage_error(image_tre
         image_folder.run(["--input", str(root), "--output", str(tmp_path / "out"), "--extensions", ".tga"])
     assert exit_.value.code == 2 and "no class folder" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "out" / MANIFEST_NAME)
+
+
+def test_the_report_says_one_row_in_the_singular(tmp_path, capsys):
+    (tmp_path / "one.jsonl").write_text('{"n": 1}\n')
+    (tmp_path / "f.json").write_text(json.dumps(Features({"n": Value("int64")}).to_dict()))
+    argv = ["--input", str(tmp_path / "one.jsonl"), "--features", str(tmp_path / "f.json"),
+            "--output", str(tmp_path / "out")]
+    assert common.main(jsonl.run, argv) == 0
+    assert capsys.readouterr().out.startswith("Wrote 1 row in 1 shard(s)")
