@@ -63,16 +63,14 @@ def test_rows_are_in_key_order_and_shards_are_byte_identical_on_every_runner(tmp
 
 
 def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_path, monkeypatch):
-    from beam_shards.beam import sink
-
     calls = []
-    real = sink._WriteChunkFn.process
+    real = ordered.WriteChunkFn.process
 
     def counting(self, element, *args):
         calls.append(element[0])
         yield from real(self, element, *args)
 
-    monkeypatch.setattr(sink._WriteChunkFn, "process", counting)
+    monkeypatch.setattr(ordered.WriteChunkFn, "process", counting)
     _write(str(tmp_path / "once"), [], 0)
     once = len(calls)
     calls.clear()

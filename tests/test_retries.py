@@ -16,7 +16,8 @@ import pytest
 
 from beam_shards import Features, Value, WriterOptions, WriteToArrowShards, read_metadata, verify, write_shards
 from beam_shards.beam import sink
-from beam_shards.beam.sink import _FinalizeFn, _WriteBundleFn
+from beam_shards.beam.bundles import WriteBundleFn
+from beam_shards.beam.sink import _FinalizeFn
 from beam_shards.format.layout import new_write_id
 from beam_shards.storage import fs
 from beam_shards.versions import commit
@@ -45,7 +46,7 @@ def _write_previous(path: str) -> None:
 def _stage(path: str, write_id: str, bundles: list[range]) -> list:
     """Stages `bundles` as the sink's bundles do, returning their shard results."""
     staged = []
-    write = _WriteBundleFn(path, FEATURES, OPTIONS, write_id)
+    write = WriteBundleFn(path, FEATURES, OPTIONS, write_id)
     write.setup()
     for bundle in bundles:
         write.start_bundle()
@@ -217,7 +218,7 @@ def test_bundle_fails_after_staging_then_is_retried(tally, tmp_path, monkeypatch
     failing = _FailingCreate(str(markers), fail_at=3, failures=2)
     monkeypatch.setattr(fs, "create", failing)
     if cleanup == "left behind":
-        monkeypatch.setattr(_WriteBundleFn, "_discard", lambda self: setattr(self, "_writer", None))
+        monkeypatch.setattr(WriteBundleFn, "_discard", lambda self: setattr(self, "_writer", None))
     _run_sink(path, "--runner=BundleBasedDirectRunner")
     assert len(os.listdir(markers)) == 2, "both injected failures must have fired"
     assert max(failing._opened.values()) >= 3, "shards must have been staged before the failure"

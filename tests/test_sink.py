@@ -17,7 +17,8 @@ from apache_beam.transforms.display import DisplayData
 
 from beam_shards import (ArrowBackend, ClassLabel, EmptyWriteError, EncodeError, Features, ShardedDataset, Value,
                          WriterOptions, WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
-from beam_shards.beam.sink import _FinalizeFn, _WriteBundleWithIdFn
+from beam_shards.beam.bundles import WriteBundleWithIdFn
+from beam_shards.beam.sink import _FinalizeFn
 from beam_shards.format.layout import STAGING_DIR
 
 from _support import FEATURES, example, options, run_with_deadline
@@ -287,7 +288,7 @@ def test_empty_write_id_side_input_falls_back(tmp_path):
     """Runners that hand an empty singleton side input (Prism) still publish every shard."""
     out = str(tmp_path / "cache")
     features = Features({"id": Value("int64")})
-    write = _WriteBundleWithIdFn(out, features, WriterOptions(shard_size_bytes=1 << 20))
+    write = WriteBundleWithIdFn(out, features, WriterOptions(shard_size_bytes=1 << 20))
     write.setup()
     staged = []
     for bundle in range(2):
@@ -404,7 +405,7 @@ def _letters(folder) -> dict[int, list[str]]:
 def test_a_dead_letter_holds_a_repr_of_an_example_that_does_not_pickle():
     # A unit test: an element that does not pickle cannot reliably cross Beam's own
     # stage boundaries either, so a pipeline test of it fails or passes by fusion.
-    from beam_shards.beam.sink import dead_letter
+    from beam_shards.beam.bundles import dead_letter
 
     error = EncodeError("example 333, field 'label': not a class id")
     kept = dead_letter({"id": 7, "label": 99}, 7, error)

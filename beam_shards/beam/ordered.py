@@ -31,8 +31,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton
+from apache_beam.pvalue import AsSingleton, TaggedOutput
 
+from beam_shards.beam.bundles import WriteBundleFn, write_id_or_fallback
 from beam_shards.beam.merging import MergeBinFn
 from beam_shards.display import short_repr
 from beam_shards.features import Features
@@ -127,3 +128,24 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
               | "GroupMerged" >> beam.GroupByKey()
               | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
     return merged, written[bad_tag], staged
+
+
+class WriteChunkFn(WriteBundleFn):
+    """Writes one chunk of a deterministic write (see `ordered`): its examples in key order, into
+    staged shards tagged with their order `(chunk rank, shard index)`."""
+
+    def process(self, element: tuple[Any, list[tuple[Any, Any]]], write_id: Any, chunk_ranks: dict[Any, int]):
+        chunk, items = element
+        if self._write_id is None:
+            self._write_id = write_id_or_fallback(write_id)
+        self.start_bundle()
+        for item in in_key_order(items):
+            yield from super().process(item)
+        rank, index = chunk_ranks[chunk], 0
+        for output in self.finish_bundle() or ():
+            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
+                yield TaggedOutput(output.tag, output.value.value)
+            else:
+                write_id_, shard = output.value
+                yield write_id_, shard, (rank, index)
+                index += 1

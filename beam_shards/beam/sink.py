@@ -4,7 +4,7 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
 
 - initialize: a write id is made when the pipeline runs (`NewWriteId`), so a re-run
   of the same pipeline or template never reuses one.
-- write: each bundle attempt encodes its examples and stages size-rotated shards in
+- write (`bundles.py`): each bundle attempt encodes its examples and stages size-rotated shards in
   a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
   bundles never collide; a failed attempt removes its files. A write id given at
   construction reaches the DoFn with it; one made when the pipeline runs comes as a
@@ -29,33 +29,26 @@ in key order, so the output does not depend on bundles.
 
 from __future__ import annotations
 
-import logging
-import pickle
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
-from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput, TaggedOutput
+from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import counters, ordered
+from beam_shards.beam import ordered
+from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.merging import MergeBinFn
-from beam_shards.display import short_repr
-from beam_shards.errors import EmptyWriteError, EncodeError, best_effort
+from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.merge import file_overhead, plan_bins
-from beam_shards.shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, ShardWriter,
-                                       WriterOptions, WrittenShard, split_key)
-from beam_shards.storage import fs
-from beam_shards.versions.commit import check_write, publish, remove_staging, staged_order, staged_shards
+from beam_shards.shards.writer import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, WriterOptions, WrittenShard)
+from beam_shards.versions.commit import check_write, publish, remove_staging, staged_order
 from beam_shards.versions.gc import Retention, collect_garbage
 
-_LOGGER = logging.getLogger(__name__)
 ON_BAD = ("fail", "skip")
-BAD_TAG = "bad"
 
 
 class WriteWithBad(NamedTuple):
@@ -71,138 +64,6 @@ class WriteWithBad(NamedTuple):
 
     manifest: beam.PCollection
     bad: beam.PCollection
-
-
-def _write_id_or_fallback(write_id: Any) -> str:
-    # Some runners (Prism, see apache/beam#36563) hand a DoFn an empty singleton side
-    # input. Fall back to a fresh id: staged paths travel with the shard results, so
-    # finalize still finds every file.
-    if isinstance(write_id, EmptySideInput):
-        _LOGGER.warning("beam_shards: the write id side input was empty; using a fresh id for this bundle")
-        return new_write_id()
-    return write_id
-
-
-def dead_letter(example: Any, key: Any, error: EncodeError) -> dict[str, Any]:
-    """The record of a skipped example: its key, the example (a short repr when it does not
-    pickle, so the record can travel between workers) and the reason."""
-    try:
-        pickle.dumps(example)
-    except Exception:  # noqa: BLE001 - anything pickle refuses
-        example = short_repr(example)
-    return {"key": key, "example": example, "reason": str(error)}
-
-
-class _WriteBundleFn(beam.DoFn):
-    """Encodes a bundle's examples and writes them into size-rotated staged shards.
-
-    With `on_bad="skip"` an example that does not fit is returned as a dead letter (the
-    `BAD_TAG` output) instead of failing the bundle; a batch that does not fit is
-    written row by row, so only its bad rows are skipped.
-    """
-
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
-                 on_bad: str = "fail"):
-        self._layout = CacheLayout(path)
-        self._features = features
-        self._options = options
-        self._given_write_id = write_id
-        self._skip = on_bad == "skip"
-        self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_WRITTEN)
-        self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_WRITTEN)
-        self._shards = Metrics.counter(counters.NAMESPACE, counters.SHARDS_WRITTEN)
-        self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
-
-    def setup(self) -> None:
-        self._write_id = self._given_write_id
-
-    def start_bundle(self) -> None:
-        self._writer: ShardWriter | None = None
-        self._letters: list[dict[str, Any]] = []
-
-    def teardown(self) -> None:
-        # A step fused before this one failed mid-bundle: drop what this attempt staged.
-        self._discard()
-
-    def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
-        key, example = split_key(element, None)
-        if self._writer is None:
-            attempt = self._layout.new_attempt(self._write_id)
-            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options,
-                                       self._skip_bad if self._skip else None)
-        try:
-            self._writer.add(example, key)
-        except BaseException:
-            self._discard()
-            raise
-        if self._letters:
-            return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()]
-        return ()
-
-    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
-        """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
-        self._letters.append(dead_letter(example, key, error))
-        self._bad.inc()
-
-    def _take_letters(self) -> list[dict[str, Any]]:
-        """The dead letters made since the last call (plain examples are checked with their
-        batch, so a letter may come with a later element, or only at the bundle's end)."""
-        letters, self._letters = self._letters, []
-        return letters
-
-    def _discard(self) -> None:
-        # A failed attempt removes what it staged; the runner may retry the bundle.
-        writer, self._writer = getattr(self, "_writer", None), None
-        if writer is not None:
-            with best_effort("remove the files of a failed bundle", self._layout.path):
-                fs.delete(writer.abort())
-
-    def finish_bundle(self):
-        if self._writer is None:
-            return
-        try:
-            shards = self._writer.close()
-        except BaseException:
-            self._discard()
-            raise
-        self._writer = None
-        for letter in self._take_letters():
-            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
-        for shard in shards:
-            self._rows.inc(shard.num_rows)
-            self._shards.inc()
-            self._bytes.inc(shard.num_bytes)
-            yield window.GlobalWindows.windowed_value((self._write_id, shard))
-
-
-class _WriteBundleWithIdFn(_WriteBundleFn):
-    """`_WriteBundleFn` for a write whose id is made when the pipeline runs: it comes as a side input."""
-
-    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | tuple[()]:
-        if self._write_id is None:
-            self._write_id = _write_id_or_fallback(write_id)
-        return super().process(element)
-
-
-class _WriteChunkFn(_WriteBundleFn):
-    """Writes one chunk of a deterministic write (see `ordered`): its examples in key order, into
-    staged shards tagged with their order `(chunk rank, shard index)`."""
-
-    def process(self, element: tuple[Any, list[tuple[Any, Any]]], write_id: Any, chunk_ranks: dict[Any, int]):
-        chunk, items = element
-        if self._write_id is None:
-            self._write_id = _write_id_or_fallback(write_id)
-        self.start_bundle()
-        for item in ordered.in_key_order(items):
-            yield from super().process(item)
-        rank, index = chunk_ranks[chunk], 0
-        for output in self.finish_bundle() or ():
-            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
-                yield TaggedOutput(output.tag, output.value.value)
-            else:
-                write_id_, shard = output.value
-                yield write_id_, shard, (rank, index)
-                index += 1
 
 
 def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
@@ -369,15 +230,15 @@ class WriteToArrowShards(beam.PTransform):
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
         options, overhead = self._options, file_overhead(self._features)
         if self._deterministic:
-            write_chunk = _WriteChunkFn(self._path, self._features, self._options, given, self._on_bad)
+            write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given, self._on_bad)
             merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_chunk, self._path, self._features,
                                                              options, overhead, BAD_TAG)
             return self._finalize(do_once, write_id, merged, staged, bad)
         if given is None:
-            write = beam.ParDo(_WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
+            write = beam.ParDo(WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
                                AsSingleton(write_id))
         else:  # no side input: Beam's faster invoker
-            write = beam.ParDo(_WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
+            write = beam.ParDo(WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
         written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
         staged = (
             written.shards

@@ -15,15 +15,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from beam_shards.beam import sink  # noqa: E402
+from beam_shards.beam import bundles  # noqa: E402
 from beam_shards.shards.writer import ShardWriter  # noqa: E402
 
 import test_merge  # noqa: E402
 
 
 def main(path: str, kill_after: int) -> None:
-    real = sink.ShardWriter
-    sink.ShardWriter = lambda features, open_shard, options, *rest: real(
+    real = bundles.ShardWriter
+    bundles.ShardWriter = lambda features, open_shard, options, *rest: real(
         features, open_shard, dataclasses.replace(options, shard_size_bytes=5_000), *rest)
     original = ShardWriter.write_batch
     copied = []
