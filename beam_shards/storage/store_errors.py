@@ -114,8 +114,9 @@ def retried(path: str, action: str, call: Callable[[], T]) -> T:
       FileNotFoundError: no such object (naming `path`).
       Any other error of `call`, as it is.
     """
-    delay = FIRST_DELAY_SECONDS
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            time.sleep(FIRST_DELAY_SECONDS * 2 ** (attempt - 1))
         try:
             return call()
         except Exception as error:  # noqa: BLE001 - each client raises its own kinds; unknown ones go on as they are
@@ -126,8 +127,5 @@ def retried(path: str, action: str, call: Callable[[], T]) -> T:
                 raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
             if found is None:
                 raise
-            if found == "denied" or attempt == ATTEMPTS:
+            if found == "denied" or attempt == ATTEMPTS - 1:
                 raise access_error(path, action, error, found) from None
-        time.sleep(delay)
-        delay *= 2
-    raise AssertionError("unreachable: the last attempt returns or raises")
