@@ -226,27 +226,8 @@ def open_input(path: str) -> BinaryIO:
     if path.endswith(".zst"):
         import pyarrow as pa
 
-        return io.BufferedReader(_RawStream(pa.CompressedInputStream(pa.PythonFile(handle, mode="r"), "zstd")))
+        return io.BufferedReader(pa.CompressedInputStream(pa.PythonFile(handle, mode="r"), "zstd"))
     return handle
-
-
-class _RawStream(io.RawIOBase):
-    """A pyarrow input stream as a raw Python stream, for `io.BufferedReader` and `io.TextIOWrapper`."""
-
-    def __init__(self, stream: Any):
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._stream.read(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._stream.close()
-        super().close()
 
 
 def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
