@@ -193,10 +193,13 @@ class ShardFile:
         reader = self.reader(source or self.open_source(), columns)
         rows = 0
         for index in range(reader.num_record_batches):
-            with self.unreadable_as_corrupt():
-                batch = reader.get_batch(index)
+            if validate:
+                batch = self.read_batch(reader, index)
+            else:
+                with self.unreadable_as_corrupt():
+                    batch = reader.get_batch(index)
             rows += batch.num_rows
-            yield self.check_batch(batch) if validate else batch
+            yield batch
         self.check_rows(rows)
 
     def check_checksum(self) -> None:
