@@ -9,6 +9,8 @@ On the standard workload it times, each in a fresh process:
                 pipeline (`beam.Create(range(k)) | beam.FlatMap(pool.make_chunk, n)`)
                 into a DoFn that drops them: what Beam itself costs, no sink;
   - arrow:      the same pipeline into WriteToArrowShards (dicts);
+  - arrow_deterministic: the same, keyed `(source, position)` into
+                WriteToArrowShards(deterministic=True), as the conversion pipelines write;
   - arrow_batched: the same examples as record batches of 1,000 rows into WriteToArrowShards;
   - parquet:    the same pipeline into Beam's WriteToParquet (uncompressed).
 Every run reports its wall time, CPU time and peak RSS (getrusage of itself, plus the
@@ -16,9 +18,11 @@ largest child); CPU time is the steadier figure on a shared machine. Prints medi
 over `--repeats`, rows/s, MB/s, and the ratios against the goals: write_shards dicts
 >= 0.5x raw, batches >= 0.85x raw; WriteToArrowShards dicts >= 0.6x the floor and
 >= 2.5x WriteToParquet, batches >= 0.85x the floor. `--memory_check` adds one run of
-WriteToArrowShards at 4N examples: peak RSS at 4N <= 1.2x that at N.
+WriteToArrowShards at 4N examples: peak RSS at 4N <= 1.2x that at N. `--only` runs
+some of the configurations (the ratios need `raw` and `floor` among them).
 
     python benchmarks/bench_write.py [--num_examples 200000] [--repeats 3] [--memory_check]
+    python benchmarks/bench_write.py --only raw floor arrow arrow_deterministic
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ CONFIGS = {
     "ws_batches": "write_shards, batches in",
     "floor": "Beam floor (no sink)",
     "arrow": "WriteToArrowShards, dicts in",
+    "arrow_deterministic": "WriteToArrowShards, keyed, in order",
     "arrow_batched": "WriteToArrowShards, batches in",
     "parquet": "WriteToParquet",
 }
@@ -56,6 +61,8 @@ RSS_CONFIGS = ("arrow",)
 # (what, of, against, at least): the goals of issue 15, as ratios of wall-time throughput.
 GOALS = [("ws_dicts", "raw", 0.5), ("ws_batches", "raw", 0.85), ("arrow", "floor", 0.6), ("arrow", "parquet", 2.5),
          ("arrow_batched", "floor", 0.85)]
+# (what, against): ratios printed without a goal.
+COMPARISONS = [("arrow_deterministic", "arrow")]
 BATCH_SIZE = 1000
 PARQUET_SCHEMA = pa.schema([
     ("image", pa.binary()),
@@ -133,6 +140,10 @@ def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int,
             _ = (chunks | beam.FlatMap(_chunk_batches, pool, num_examples, workload.FEATURES.arrow_schema())
                  | WriteToArrowShards(str(out), workload.FEATURES, shard_size_bytes=shard_size))
             return
+        if config == "arrow_deterministic":
+            _ = (chunks | beam.FlatMap(_keyed_chunk, pool, num_examples)
+                 | WriteToArrowShards(str(out), workload.FEATURES, shard_size_bytes=shard_size, deterministic=True))
+            return
         examples = chunks | beam.FlatMap(pool.make_chunk, num_examples)
         if config == "parquet":
             _ = examples | beam.io.WriteToParquet(str(out / "part"), PARQUET_SCHEMA, file_name_suffix=".parquet")
@@ -148,6 +159,13 @@ def _chunk_batches(chunk: int, pool: workload.Pool, num_examples: int, schema: p
         yield record_batch(examples[start:start + BATCH_SIZE], schema)
 
 
+def _keyed_chunk(chunk: int, pool: workload.Pool, num_examples: int) -> Iterator[tuple[tuple[str, int], Any]]:
+    """The chunk's examples keyed as a pipeline keys its input: (source, position)."""
+    first = chunk * workload.CHUNK_SIZE
+    for offset, example in enumerate(pool.make_chunk(chunk, num_examples)):
+        yield ("workload", first + offset), example
+
+
 def _drop(element: Any) -> None:
     return None
 
@@ -155,7 +173,7 @@ def _drop(element: Any) -> None:
 def child(config: str, pool_dir: str, out: str, num_examples: int, shard_size: int) -> dict[str, Any]:
     """One measured run, in this (fresh) process."""
     pool, out_path = workload.Pool(pool_dir), Path(out)
-    if config in ("floor", "arrow", "arrow_batched", "parquet"):
+    if config in ("floor", "arrow", "arrow_deterministic", "arrow_batched", "parquet"):
         import apache_beam.io.parquetio  # noqa: F401  (imports are not part of the timing)
 
         import beam_shards.beam.sink  # noqa: F401
@@ -231,7 +249,15 @@ def report(results: dict[str, dict[str, float]], rss_4n: dict[str, dict[str, flo
         print(f"{CONFIGS[config]:<32}{seconds:>8.2f}{result['cpu']:>8.2f}{num_examples / seconds:>9,.0f}"
               f"{result['bytes'] / seconds / 1e6:>7.1f}{result['bytes'] / 1e6:>8.1f}{raw / seconds:>7.2f}x"
               f"{floor / seconds:>8.2f}x{result['rss'] / 2**20:>12.0f}{result['files']:>6.0f}")
+    for config, against in COMPARISONS:
+        if config in results and against in results:
+            ratio = results[against]["seconds"] / results[config]["seconds"]
+            print(f"{CONFIGS[config]} / {CONFIGS[against]}: {ratio:.2f}x the throughput, "
+                  f"{results[config]['cpu'] / results[against]['cpu']:.2f}x the CPU time, "
+                  f"{results[config]['rss'] / results[against]['rss']:.2f}x the peak RSS")
     for config, against, goal in GOALS:
+        if config not in results or against not in results:
+            continue
         ratio = results[against]["seconds"] / results[config]["seconds"]
         print(f"goal: {CONFIGS[config]} >= {goal}x {CONFIGS[against]}: {ratio:.2f}x "
               f"{'met' if ratio >= goal else 'MISSED'}")
@@ -257,6 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     workload.add_arguments(parser, repeats=3)
     parser.add_argument("--memory_check", action="store_true",
                         help="also run WriteToArrowShards at 4N examples and compare peak RSS")
+    parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="run only these configurations")
     parser.add_argument("--_child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--_pool", help=argparse.SUPPRESS)
     parser.add_argument("--_out", help=argparse.SUPPRESS)
@@ -266,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     with workload.workdir(args.workdir) as work:
         pool = workload.jpeg_pool(work / "pool", args.num_examples)
-        configs = tuple(config for config in CONFIGS if config != "lance" or lance_importable())
+        configs = tuple(config for config in args.only or CONFIGS if config != "lance" or lance_importable())
         if "lance" not in configs:
             print("Lance is not importable here: its row is left out")
         results = median_runs(configs, pool, work, args.num_examples, args.shard_size, args.repeats)

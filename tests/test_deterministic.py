@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import random
 
 import apache_beam as beam
+import pyarrow as pa
 import pytest
 
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata
@@ -42,7 +44,7 @@ def _write(path: str, runner: list[str], seed: int, **kwargs) -> None:
                                   **kwargs))
 
 
-def _shard_digests(path: str) -> list[str]:
+def shard_digests(path: str) -> list[str]:
     manifest = read_metadata(path)
     return [hashlib.sha256(open(manifest.shard_path(i), "rb").read()).hexdigest() for i in range(manifest.num_shards)]
 
@@ -56,13 +58,35 @@ def test_rows_are_in_key_order_and_shards_are_byte_identical_on_every_runner(tmp
         table = ArrowBackend.open(path).slice(0, read_metadata(path).num_rows)
         keys = list(zip(table.column("file").to_pylist(), table.column("position").to_pylist()))
         assert keys == sorted(keys) and len(keys) == 2100, name
-        digests[name] = _shard_digests(path)
+        digests[name] = shard_digests(path)
     first = digests["in-process"]
     assert len(first) > 3, "the test should span several shards"
     assert all(found == first for found in digests.values()), digests
 
 
-def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_path, monkeypatch):
+def test_many_small_runs_give_the_same_bytes_as_one(tmp_path, monkeypatch):
+    pieces = []
+    real = ordered.WriteRunsFn._write_run
+
+    def recording(self):
+        for output in real(self):
+            pieces.append(output)
+            yield output
+
+    monkeypatch.setattr(ordered.WriteRunsFn, "_write_run", recording)
+    _write(str(tmp_path / "one_run"), [], 0)
+    one_run = len({piece[1][0].path for piece in pieces})
+    pieces.clear()
+    monkeypatch.setattr(ordered, "RUN_BYTES", 2_000)
+    _write(str(tmp_path / "small_runs"), [], 1)
+    runs = {piece[1][0].path for piece in pieces}
+    chunks_in_several_runs = [chunk for chunk in {p[0] for p in pieces} if sum(p[0] == chunk for p in pieces) > 1]
+    assert len(runs) > 2 * one_run and chunks_in_several_runs, (one_run, len(runs))
+    assert shard_digests(str(tmp_path / "one_run")) == shard_digests(str(tmp_path / "small_runs"))
+
+
+def count_chunks(monkeypatch) -> list:
+    """The chunks written in this process, listed as `WriteChunkFn` writes them (a repeated bundle writes some twice)."""
     calls = []
     real = ordered.WriteChunkFn.process
 
@@ -71,23 +95,31 @@ def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_pa
         yield from real(self, element, *args)
 
     monkeypatch.setattr(ordered.WriteChunkFn, "process", counting)
+    return calls
+
+
+def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_path, monkeypatch):
+    calls = count_chunks(monkeypatch)
     _write(str(tmp_path / "once"), [], 0)
     once = len(calls)
     calls.clear()
     _write(str(tmp_path / "repeat"), RUNNERS["bundle repeat"], 1)
     assert len(calls) > once, "the bundle repeat did not fire"
-    assert _shard_digests(str(tmp_path / "once")) == _shard_digests(str(tmp_path / "repeat"))
+    assert shard_digests(str(tmp_path / "once")) == shard_digests(str(tmp_path / "repeat"))
     assert not os.path.exists(os.path.join(tmp_path, "repeat", "_staging"))
 
 
 def test_chunks_keep_key_order():
     assert ordered.chunk_of(("a", 1500), 1000) == ("a", 1) and ordered.chunk_of("k", 1000) == "k"
-    assert ordered.chunk_of(("a", True), 1000) == ("a", True)
+    assert ordered.chunk_of(("a", 1500, "a, line 1500"), 1000) == ("a", 1)
+    assert ordered.chunk_of(2500, 1000) == 2 and ordered.chunk_of(("a", "b", 7), 1000) == ("a", "b", 7)
+    assert ordered.chunk_of(("a", True), 1000) == ("a", True) and ordered.chunk_of(True, 1000) is True
     assert ordered.ranks([("b", 0), ("a", 2), ("a", 0), ("a", 2)]) == {("a", 0): 0, ("a", 2): 1, ("b", 0): 2}
     with pytest.raises(ValueError, match="keys of one sortable type"):
         ordered.ranks([1, "a"])
-    assert ordered.in_key_order([(2, {"v": 1}), (1, {"v": 2}), (2, {"v": 0})]) == [
-        (1, {"v": 2}), (2, {"v": 0}), (2, {"v": 1})]
+    keys = pa.array([pickle.dumps((k, 0)) for k in (2, 1, 2)], pa.large_binary())
+    table = pa.table({"v": [1, 2, 0], ordered.KEY_COLUMN: keys})
+    assert ordered.in_key_order(table).column("v").to_pylist() == [2, 0, 1]
 
 
 def test_skip_leaves_a_bad_example_out_and_keeps_the_order(tmp_path):
@@ -109,3 +141,12 @@ def test_examples_without_keys_are_refused_with_a_clear_error(tmp_path):
         with beam.Pipeline(options=options()) as p:
             _ = (p | beam.Create([{"file": "f", "position": 1, "text": "t"}])
                  | WriteToArrowShards(str(tmp_path / "c"), FEATURES, deterministic=True))
+
+
+def test_a_feature_named_as_the_key_column_is_refused_before_anything_runs(tmp_path):
+    features = Features({ordered.KEY_COLUMN: Value("int64")})
+    with pytest.raises(ValueError, match="rename that feature"):
+        with beam.Pipeline(options=options()) as p:
+            _ = p | beam.Create([((0,), {ordered.KEY_COLUMN: 1})]) | WriteToArrowShards(
+                str(tmp_path / "c"), features, deterministic=True)
+    assert not os.path.exists(tmp_path / "c")

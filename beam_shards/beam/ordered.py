@@ -1,55 +1,78 @@
 """Deterministic writes: `(key, example)` pairs written in key order, whatever the runner's bundles.
 
 The sink's default path stages shards per bundle, so rows land in whatever order bundles
-arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replace it:
+arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replace it, and
+only file names and row ranges go through Beam's shuffles, never the examples:
 
-- chunk: each pair goes to a chunk named from its key. A key that is a tuple ending in
-  an int (such as `(input file, position)`) goes to the chunk of its first items and
-  `position // chunk_rows`, so neighbouring rows share a chunk; any other key is a chunk
-  of its own (a staged shard a row before the merge: give position keys to large
-  writes). Chunk names sort as their keys do.
+- runs: each bundle buffers its pairs, about `RUN_BYTES` at a time, sorts them by key
+  and encodes them into staged "run" shards that carry each row's key in one more
+  column (`KEY_COLUMN`, the pickled `(key, row of its element)`). Each key belongs to a
+  chunk: an int key, or a tuple key whose second item is an int (`(input file,
+  position, ...)`), to `position // chunk_rows` (of its input file), so neighbouring
+  rows share a chunk; any other key is a chunk of its own (a staged shard a row: give
+  position keys to large writes). Chunk names sort as their keys do, so in a run the
+  rows of a chunk are contiguous: the run reports `(chunk, (run shard, first row, rows))`.
 - rank: every chunk name is listed once and sorted (one small list, a side input), so
   each chunk knows its place in the whole write.
-- write: a chunk's pairs are grouped, sorted by key (ties by the example's pickled
-  bytes) and written with one `ShardWriter` into staged shards, each tagged with its
-  order `(chunk rank, shard index)`. Memory: one chunk.
+- chunks: the row ranges are grouped by chunk; each chunk's rows are read from the runs
+  holding them, sorted by key (ties by the row's values) and written with one
+  `ShardWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
+  Memory: one run while writing runs, one chunk while writing chunks.
 - merge: the tagged shards, sorted by order, are planned into bins that keep that order
   (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
   bin is merged by copying record batches and keeps its first shard's order.
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
-number of workers (the shard names carry the write id, so they differ). A retried or
-repeated chunk writes into an attempt folder of its own, as a bundle does.
+number of workers (the shard names carry the write id, so they differ). Every step writes
+into an attempt folder of its own, so a retried or repeated bundle never collides with
+another; the runs are removed with the write's staging folder when it is published.
 """
 
 from __future__ import annotations
 
+import bisect
 import operator
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import WriteBundleFn, write_id_or_fallback
 from beam_shards.beam.merging import MergeBinFn
 from beam_shards.display import short_repr
-from beam_shards.features import Features
+from beam_shards.errors import EncodeError
+from beam_shards.features import Features, Value
 from beam_shards.shards.merge import plan_bins
-from beam_shards.shards.writer import WriterOptions, WrittenShard, split_key
+from beam_shards.shards.shard_file import ShardFile
+from beam_shards.shards.writer import EncodedRows, WriterOptions, WrittenShard, split_key
 
 # Rows of a chunk, in batches: a chunk is held in memory while it is sorted and written.
 CHUNK_BATCHES = 8
+# About how many bytes of examples a bundle sorts at a time into one run.
+RUN_BYTES = 64 << 20
+KEY_COLUMN = "__beam_shards_key__"
 Order = tuple[int, int]
+Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
 
 def chunk_of(key: Any, chunk_rows: int) -> Any:
-    """The chunk a key belongs to: `(*key[:-1], key[-1] // chunk_rows)` for a tuple ending in an int, else the key."""
-    if isinstance(key, tuple) and key and isinstance(key[-1], int) and not isinstance(key[-1], bool):
-        return (*key[:-1], key[-1] // chunk_rows)
+    """The chunk a key belongs to: `position // chunk_rows` for an int key `position` or a tuple key
+    `(source, position, ...)`, as `(source, position // chunk_rows)`; else the key itself."""
+    if _is_position(key):
+        return key // chunk_rows
+    if isinstance(key, tuple) and len(key) >= 2 and _is_position(key[1]):
+        return key[0], key[1] // chunk_rows
     return key
+
+
+def _is_position(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def keyed(item: Any) -> tuple[Any, Any]:
@@ -71,21 +94,162 @@ def ranks(chunks: Iterable[Any]) -> dict[Any, int]:
     Raises:
       ValueError: chunk names of types that do not sort together (the keys must).
     """
+    return {chunk: rank for rank, chunk in enumerate(_sorted(set(chunks)))}
+
+
+def _sorted(items: Iterable[Any], key: Any = None) -> list[Any]:
     try:
-        ordered = sorted(set(chunks))
+        return sorted(items, key=key)
     except TypeError as error:
         raise ValueError(f"WriteToArrowShards(deterministic=True) needs keys of one sortable type: {error}") from None
-    return {chunk: rank for rank, chunk in enumerate(ordered)}
 
 
-def in_key_order(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    """`(key, example)` pairs sorted by key; pairs of one key by the example's pickled bytes, so their order
-    does not depend on the order they arrived in."""
-    items = sorted(items, key=operator.itemgetter(0))
-    keys = [key for key, _ in items]
-    if any(a == b for a, b in zip(keys, keys[1:])):
-        items.sort(key=lambda item: (item[0], pickle.dumps(item[1], protocol=4)))
-    return items
+def run_features(features: Features) -> Features:
+    """The features of a run shard: `features` and the key column."""
+    if KEY_COLUMN in features:
+        raise ValueError(f"{KEY_COLUMN!r} is the name a deterministic write keeps its keys under; rename that feature")
+    return Features({**features, KEY_COLUMN: Value("binary")})
+
+
+def _with_key(example: Any, key: Any, features: Features) -> Any:
+    """`example` with the key column: a dict gets `(key, 0)`, row i of a batch `(key, i)`."""
+    if isinstance(example, dict):
+        return {**example, KEY_COLUMN: pickle.dumps((key, 0), protocol=4)}
+    if isinstance(example, EncodedRows):
+        table = example.table
+        return EncodedRows(pa.Table.from_arrays([*table.columns, _row_keys(key, table.num_rows)],
+                                                schema=features.arrow_schema()))
+    if isinstance(example, (pa.RecordBatch, pa.Table)):
+        return example.append_column(KEY_COLUMN, _row_keys(key, example.num_rows))
+    return example  # not an example: the writer refuses it, naming the key
+
+
+def _row_keys(key: Any, rows: int) -> pa.Array:
+    return pa.array([pickle.dumps((key, row), protocol=4) for row in range(rows)], pa.large_binary())
+
+
+def _rows(example: Any) -> int:
+    return example.table.num_rows if isinstance(example, EncodedRows) else getattr(example, "num_rows", 1)
+
+
+def _rough_nbytes(example: Any) -> int:
+    """About how much memory an example holds (its top-level values), to bound a run."""
+    if isinstance(example, EncodedRows):
+        return example.table.nbytes
+    if isinstance(example, (pa.RecordBatch, pa.Table)):
+        return example.nbytes
+    if isinstance(example, dict):
+        return sum(getattr(value, "nbytes", None) or (len(value) if isinstance(value, (bytes, str)) else 8)
+                   for value in example.values())
+    return 8
+
+
+class WriteRunsFn(WriteBundleFn):
+    """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
+    `(chunk, (run shard, first row, rows))` for each chunk of each run shard."""
+
+    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+                 on_bad: str = "fail", run_bytes: int | None = None):
+        super().__init__(path, run_features(features), options, write_id, on_bad)
+        self._chunk_rows = CHUNK_BATCHES * options.batch_size
+        self._run_bytes = run_bytes or RUN_BYTES
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._pairs: list[tuple[Any, Any]] = []
+        self._pending_bytes = 0
+        self._dropped = False
+
+    def process(self, element: Any, write_id: Any):
+        if self._write_id is None:
+            self._write_id = write_id_or_fallback(write_id)
+        pair = keyed(element)
+        self._pairs.append(pair)
+        self._pending_bytes += _rough_nbytes(pair[1])
+        if self._pending_bytes >= self._run_bytes:
+            yield from self._write_run()
+
+    def finish_bundle(self):
+        for output in self._write_run():
+            value = output.value if isinstance(output, TaggedOutput) else output
+            windowed = window.GlobalWindows.windowed_value(value)
+            yield TaggedOutput(output.tag, windowed) if isinstance(output, TaggedOutput) else windowed
+
+    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
+        self._dropped = True
+        super()._skip_bad({k: v for k, v in example.items() if k != KEY_COLUMN} if isinstance(example, dict)
+                          else example, key, error)
+
+    def _write_run(self) -> Iterator[Any]:
+        """Sorts the buffered pairs and writes them as one run: its dead letters, then its pieces."""
+        pairs, self._pairs, self._pending_bytes, self._dropped = self._pairs, [], 0, False
+        if not pairs:
+            return
+        pairs = _sorted(pairs, key=operator.itemgetter(0))
+        for key, example in pairs:
+            yield from super().process((key, _with_key(example, key, self._features)))
+        shards = []
+        for output in super().finish_bundle():
+            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
+                yield TaggedOutput(output.tag, output.value.value)
+            else:
+                shards.append(output.value[1])
+        if self._dropped:  # rows were left out: which, the runs' own key columns say
+            chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
+                                                                                                  self._options)]
+        else:
+            chunks = [chunk_of(key, self._chunk_rows) for key, example in pairs for _ in range(_rows(example))]
+        yield from _pieces(shards, chunks)
+
+
+def _pieces(shards: list[WrittenShard], chunks: list[Any]) -> Iterator[tuple[Any, Piece]]:
+    """`(chunk, (shard, first row, rows))` for each run of equal chunks in `chunks`, the chunks of the
+    rows of `shards` in order."""
+    start = 0
+    for shard in shards:
+        rows = chunks[start:start + shard.num_rows]
+        first = 0
+        while first < len(rows):
+            last = first + 1
+            while last < len(rows) and rows[last] == rows[first]:
+                last += 1
+            yield rows[first], (shard, first, last - first)
+            first = last
+        start += shard.num_rows
+
+
+def _read_keys(shard: WrittenShard, features: Features, options: WriterOptions) -> list[Any]:
+    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression)
+    return [pickle.loads(key)[0] for batch in file.iter_batches(columns=[KEY_COLUMN])
+            for key in batch.column(0).to_pylist()]
+
+
+def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.Table:
+    """The rows `piece` names of its run shard (only the record batches holding them are read)."""
+    shard, first, rows = piece
+    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression)
+    source = file.open_source()
+    reader = file.reader(source)
+    ends = np.cumsum(file.batch_rows(source, reader)).tolist()
+    batches, start = [], bisect.bisect_right(ends, first)
+    for index in range(start, len(ends)):
+        batch_start = ends[index - 1] if index else 0
+        if batch_start >= first + rows:
+            break
+        batches.append(file.read_batch(reader, index))
+    table = pa.Table.from_batches(batches, schema=features.arrow_schema())
+    return table.slice(first - (ends[start - 1] if start else 0), rows)
+
+
+def in_key_order(table: pa.Table) -> pa.Table:
+    """The rows of a chunk sorted by key; rows of one key by their values, so their order does not
+    depend on the order they arrived in."""
+    keys = [pickle.loads(key) for key in table.column(KEY_COLUMN).to_pylist()]
+    order = _sorted(range(len(keys)), key=keys.__getitem__)
+    if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
+        rows = table.drop_columns([KEY_COLUMN]).to_pylist()
+        order = _sorted(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
+    return table.take(order)
 
 
 def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options: WriterOptions,
@@ -98,26 +262,26 @@ def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options:
     return [(items[b[0]][0], [items[i][1] for i in b], items[b[0]][2]) for b in bins]
 
 
-def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_chunk: beam.DoFn,
-                       path: str, features: Features, options: WriterOptions, overhead: int,
-                       bad_tag: str) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection]:
+def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
+                       write_chunk: WriteChunkFn, path: str, features: Features, options: WriterOptions,
+                       overhead: int, bad_tag: str) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection]:
     """The deterministic write's steps: `(merged shards tagged with their order, dead letters, staged shards)`.
 
-    `write_chunk` takes `(chunk, pairs)` with the write id and the chunk ranks as side
-    inputs, and yields `(write id, shard, order)` (and dead letters tagged `bad_tag`).
+    `write_runs` takes the pairs with the write id as a side input and yields
+    `(chunk, piece)` (and dead letters tagged `bad_tag`); `write_chunk` takes
+    `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
+    `(write id, shard, order)`.
     """
-    chunk_rows = CHUNK_BATCHES * options.batch_size
-    chunked = pairs | "ChunkOf" >> beam.Map(lambda item: (chunk_of(keyed(item)[0], chunk_rows), keyed(item)))
-    chunk_ranks = (chunked
+    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(bad_tag, main="pieces")
+    chunk_ranks = (runs.pieces
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()
                    | "ListChunks" >> beam.combiners.ToList()
                    | "RankChunks" >> beam.Map(ranks))
-    written = (chunked
+    written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
-               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id),
-                                             AsSingleton(chunk_ranks)).with_outputs(bad_tag, main="shards"))
-    staged = (written.shards
+               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks)))
+    staged = (written
               | "PairShards" >> beam.Map(lambda item: (None, item))
               | "GroupShards" >> beam.GroupByKey())
     merged = (staged
@@ -127,25 +291,27 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
               | "PairMerged" >> beam.Map(lambda item: (None, item))
               | "GroupMerged" >> beam.GroupByKey()
               | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
-    return merged, written[bad_tag], staged
+    return merged, runs[bad_tag], staged
 
 
 class WriteChunkFn(WriteBundleFn):
-    """Writes one chunk of a deterministic write (see `ordered`): its examples in key order, into
-    staged shards tagged with their order `(chunk rank, shard index)`."""
+    """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
+    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`."""
 
-    def process(self, element: tuple[Any, list[tuple[Any, Any]]], write_id: Any, chunk_ranks: dict[Any, int]):
-        chunk, items = element
+    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
+        super().__init__(path, features, options, write_id)
+        self._runs = run_features(features)
+
+    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
+        chunk, pieces = element
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
+        table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._options) for piece in pieces]))
+        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
         self.start_bundle()
-        for item in in_key_order(items):
-            yield from super().process(item)
-        rank, index = chunk_ranks[chunk], 0
-        for output in self.finish_bundle() or ():
-            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
-                yield TaggedOutput(output.tag, output.value.value)
-            else:
-                write_id_, shard = output.value
-                yield write_id_, shard, (rank, index)
-                index += 1
+        super().process(EncodedRows(rows))
+        rank = chunk_ranks[chunk]
+        for index, output in enumerate(self.finish_bundle() or ()):
+            write_id_, shard = output.value
+            yield write_id_, shard, (rank, index)

@@ -177,8 +177,9 @@ class WriteToArrowShards(beam.PTransform):
         input that matched nothing cannot replace a cache with an empty one.
       deterministic: write the rows in key order (the input is `(key, example)` pairs
         whose keys sort), so the same input gives the same rows, order and shard bytes
-        on any runner, bundling or number of workers (see `ordered`). It costs a
-        shuffle of the examples and a copy of the shards.
+        on any runner, bundling or number of workers (see `ordered`). Key by position,
+        an int or `(input file, position, ...)`, so neighbouring rows are written
+        together. It costs a shuffle of the examples and a copy of the shards.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -230,9 +231,10 @@ class WriteToArrowShards(beam.PTransform):
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
         options, overhead = self._options, file_overhead(self._features)
         if self._deterministic:
-            write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given, self._on_bad)
-            merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_chunk, self._path, self._features,
-                                                             options, overhead, BAD_TAG)
+            write_runs = ordered.WriteRunsFn(self._path, self._features, self._options, given, self._on_bad)
+            write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given)
+            merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, self._path,
+                                                             self._features, options, overhead, BAD_TAG)
             return self._finalize(do_once, write_id, merged, staged, bad)
         if given is None:
             write = beam.ParDo(WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
