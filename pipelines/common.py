@@ -3,13 +3,15 @@ examples to the sink (skipping bad ones with `--skip_bad`), and the final report
 
 A pipeline module builds an argument parser with `make_parser`, reads its flags with
 `parse_args` (every flag it does not know goes to Beam's `PipelineOptions`), and gives
-`run_pipeline` a function that turns its input into `(where, example)` pairs. `where`
-names the input ("data.csv, line 7"), so every error says which file and row it was.
+`run_pipeline` a function that turns its input into `(where, example)` pairs. `where`, a
+`Where`, is the example's key: rows are written in its order (input file, then position),
+and every error names the input by it ("data.csv, line 7").
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import difflib
 import functools
 import importlib
@@ -17,6 +19,7 @@ import json
 import os
 import re
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -38,10 +41,12 @@ from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import COMPRESSIONS, MODES, Manifest
 from beam_shards.shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
 from beam_shards.storage import fs
-from beam_shards.units import count_flag, size_flag
+from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
 from beam_shards.versions.commit import abandon, find_published
-from pipelines.runners import local_output_problem
+from pipelines.runners import local_output_problem, unknown_runner_problem, workers_on_this_machine
+from pipelines.watch import Tally, Watch
+from pipelines.where import Where
 
 DEFAULT_RUNNER = "FnApiRunner"
 _BAD = "bad"
@@ -69,7 +74,7 @@ class Malformed:
     a bad input fails the pipeline or is skipped.
 
     Example:
-        >>> ("data.csv, line 7", Malformed("has 2 fields, the header has 3"))
+        >>> (Where.at("data.csv", 7, "line"), Malformed("has 2 fields, the header has 3"))
         ('data.csv, line 7', Malformed('has 2 fields, the header has 3'))
 
     Args:
@@ -94,7 +99,7 @@ class Rows:
 
     Example:
         >>> import pyarrow as pa
-        >>> Rows(pa.table({"n": [1, 2]}), lambda: iter([("f, row 0", {"n": 1}), ("f, row 1", {"n": 2})]))
+        >>> Rows(pa.table({"n": [1, 2]}), lambda: iter([(Where("f", 0), {"n": 1}), (Where("f", 1), {"n": 2})]))
         Rows(2 rows)
 
     Args:
@@ -104,7 +109,7 @@ class Rows:
         Beam may ship a `Rows` between workers.
     """
 
-    def __init__(self, table: pa.Table | pa.RecordBatch, one_by_one: Callable[[], Iterator[tuple[str, Any]]]):
+    def __init__(self, table: pa.Table | pa.RecordBatch, one_by_one: Callable[[], Iterator[tuple[Where, Any]]]):
         self.table = table
         self.one_by_one = one_by_one
 
@@ -131,8 +136,14 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--mode", choices=MODES, default="overwrite",
                         help="overwrite (default): publish a version of these rows alone; append: the latest "
                              "version's rows plus these; error: refuse an --output that already holds a cache")
+    parser.add_argument("--no_deterministic", dest="deterministic", action="store_false",
+                        help="write rows in the order bundles finish (faster) instead of input order; by default "
+                             "the same input gives the same rows, order and shard bytes on any runner")
     parser.add_argument("--allow_empty", action="store_true",
                         help="publish a version of no rows when the input holds none, instead of failing")
+    parser.add_argument("--progress", type=duration_flag, default=datetime.timedelta(seconds=5), metavar="SECONDS",
+                        help="seconds between progress lines when the workers run on this machine (default 5s; "
+                             "0 for none)")
     parser.add_argument("--verbose", action="store_true",
                         help="show Beam's log, and the traceback above an error")
     parser.add_argument("--skip_bad", action="store_true",
@@ -158,7 +169,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
     if standard.runner is None:
         # Beam's own default, the DirectRunner, would start (and may download) Prism.
         standard.runner = DEFAULT_RUNNER
-    problem = local_output_problem(args.output, options)
+    problem = unknown_runner_problem(options) or local_output_problem(args.output, options)
     if problem:
         parser.error(problem)
     return args, options
@@ -210,21 +221,37 @@ class _CheckFn(beam.DoFn):
     """Turns `(where, example)` pairs into what the sink takes: an input that could not be
     parsed fails the pipeline or goes to the bad output; `Rows` that fit the features go
     on encoded (else their rows one by one); examples go on as they are, for the sink to
-    encode once."""
+    encode once. With a `tally` folder, the rows read are counted there (`watch.Tally`)."""
 
-    def __init__(self, features: Features, skip_bad: bool):
+    def __init__(self, features: Features, skip_bad: bool, tally: str | None = None):
         self._features = features
         self._skip_bad = skip_bad
+        self._tally_folder = tally
+        self._tally: Tally | None = None
         self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
 
-    def process(self, element: tuple[str, Any]):
+    def setup(self):
+        if self._tally_folder is not None:
+            self._tally = Tally(self._tally_folder)
+
+    def finish_bundle(self):
+        if self._tally is not None:
+            self._tally.flush()
+
+    def process(self, element: tuple[Where, Any]):
+        if self._tally is not None:
+            example = element[1]
+            self._tally.add(example.table.num_rows if isinstance(example, Rows) else 1)
+        yield from self._check(element)
+
+    def _check(self, element: tuple[Where, Any]):
         where, example = element
         if isinstance(example, Rows):
             table, rows = self._features.encode_batch_or_rows(example.table, where, example.one_by_one)
             if table is not None:
                 yield where, EncodedRows(table)
             for item in rows:
-                yield from self.process(item)
+                yield from self._check(item)
             return
         if not isinstance(example, Malformed):
             yield element
@@ -236,31 +263,33 @@ class _CheckFn(beam.DoFn):
         yield TaggedOutput(_BAD, _bad_input(where, error))
 
 
-def _bad_input(where: str, error: Exception) -> dict[str, Any]:
-    """A line of the bad-inputs list."""
-    return {"input": where, "error": str(error)}
+def _bad_input(where: Where, error: Exception) -> tuple[Where, dict[str, Any]]:
+    """A line of the bad-inputs list, after its key (the list is in input order)."""
+    return where, {"input": str(where), "error": str(error)}
 
 
-def _record_bad_inputs(records: list[dict[str, Any]], path: str, manifest: Manifest) -> None:
-    write_bad_inputs(path, manifest.write_id, sorted(records, key=lambda record: record["input"]))
+def _record_bad_inputs(records: list[tuple[Where, dict[str, Any]]], path: str, manifest: Manifest) -> None:
+    write_bad_inputs(path, manifest.write_id, [record for _, record in sorted(records, key=lambda item: item[0])])
 
 
 def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features,
-                metadata: dict[str, Any], write_id: str | None = None) -> beam.PCollection:
+                metadata: dict[str, Any], write_id: str | None = None, tally: str | None = None) -> beam.PCollection:
     """Writes `(where, example)` pairs into the cache at `args.output`, checked against `features`.
 
     An example may be a `Rows` of several. Each is fully read before the sink sees it,
     and encoded once (by the sink, or for `Rows` here), so the published cache never
     holds part of one. With `args.skip_bad`, inputs that cannot be parsed and examples
     the sink refuses (its dead letters, `on_bad="skip"`) are left out and listed beside
-    the cache once it is published. `write_id` is the sink's (a fresh one by default).
+    the cache once it is published. `write_id` is the sink's (a fresh one by default);
+    `tally` a local folder where the rows read are counted for a `watch.Watch`.
     Returns the PCollection holding the published `Manifest`.
     """
-    checked = examples | "Check" >> beam.ParDo(_CheckFn(features, args.skip_bad)).with_outputs(_BAD, main="examples")
+    checked = examples | "Check" >> beam.ParDo(_CheckFn(features, args.skip_bad, tally)).with_outputs(
+        _BAD, main="examples")
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
-        on_bad="skip" if args.skip_bad else "fail", allow_empty=args.allow_empty)
+        on_bad="skip" if args.skip_bad else "fail", allow_empty=args.allow_empty, deterministic=args.deterministic)
     if not args.skip_bad:
         return written
     refused = written.bad | "BadExamples" >> beam.Map(lambda letter: _bad_input(letter["key"], letter["reason"]))
@@ -278,12 +307,16 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
     Returns the manifest published at `args.output`. When the pipeline fails, what its
     bundles staged is removed before the error is raised again, so a failed conversion
     leaves nothing behind but the previous cache. Beam's log and what its workers print
-    are kept out of the output unless `args.verbose` (see `beam_shards.beam.noise`).
+    are kept out of the output unless `args.verbose` (see `beam_shards.beam.noise`); when
+    the workers run on this machine, a progress line is printed every `args.progress`.
     """
     write_id = new_write_id()
+    local = workers_on_this_machine(options)
+    interval = args.progress.total_seconds() if local else 0
     try:
-        with quiet_beam(args.verbose), beam.Pipeline(options=options) as pipeline:
-            write_cache(read(pipeline), args, features, metadata, write_id)
+        with (Watch(args.output, write_id, interval=interval) as watch, quiet_beam(args.verbose),
+              beam.Pipeline(options=options) as pipeline):
+            write_cache(read(pipeline), args, features, metadata, write_id, watch.folder if local else None)
     except Exception as error:
         # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
         with best_effort(f"remove the files of failed write {write_id}", args.output):
@@ -294,12 +327,14 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
     return find_published(args.output, write_id) or read_metadata(args.output, check_files=False)
 
 
-def report(manifest: Manifest) -> str:
-    """What a pipeline prints when done: where the cache is and how to open it."""
+def report(manifest: Manifest, seconds: float | None = None) -> str:
+    """What a pipeline prints when done (in `seconds`): where the cache is and how to open it."""
     path = manifest.path
     rows = "row" if manifest.num_rows == 1 else "rows"
     lines = [f"Wrote {manifest.num_rows:,} {rows} in {manifest.num_shards} shard(s), "
              f"{human_size(manifest.num_bytes)}, to {path} as version {manifest.version} ({manifest.mode})"]
+    if seconds is not None:
+        lines[0] += f" in {seconds:,.1f}s ({manifest.num_rows / max(seconds, 1e-9):,.0f} rows/s)"
     skipped = read_bad_inputs(path)
     if skipped:
         lines.append(f"Skipped {len(skipped)} bad input(s), listed in {bad_inputs_path(path)}")
@@ -319,6 +354,7 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
     """Runs a pipeline's `run(argv)` for the command line: a report, or a one-line error (with the
     traceback above it and Beam's log only under `--verbose`)."""
     verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
+    start = time.monotonic()
     try:
         manifest = run(argv)
     except BeamShardsError as error:
@@ -331,7 +367,7 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
             raise
         name, message = found[-1]
         return _print_error(message, name in (BadInputError.__name__, EncodeError.__name__), verbose)
-    print(report(manifest))
+    print(report(manifest, time.monotonic() - start))
     return 0
 
 

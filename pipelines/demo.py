@@ -23,6 +23,7 @@ from beam_shards.features import Array, ClassLabel, Features, Image, Value
 from beam_shards.format.manifest import Manifest
 from beam_shards.units import count_flag
 from pipelines import common
+from pipelines.where import Where
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross", "ring")
 COLOURS = {
@@ -91,9 +92,9 @@ def _draw(draw: Any, shape: str, box: tuple[int, int, int, int], colour: tuple[i
         draw.ellipse(box, outline=colour, width=width)
 
 
-def _examples(chunk: int, num_examples: int, image_size: int) -> Iterator[tuple[str, dict[str, Any]]]:
+def _examples(chunk: int, num_examples: int, image_size: int) -> Iterator[tuple[Where, dict[str, Any]]]:
     for index in range(chunk * _CHUNK, min((chunk + 1) * _CHUNK, num_examples)):
-        yield f"demo example {index}", make_example(index, image_size)
+        yield Where("demo", index, f"demo example {index}"), make_example(index, image_size)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,10 @@ Each image becomes an example with `image` (the file's bytes, format kept), `lab
 `/`). Files directly in ROOT, hidden files and files without an image extension are
 left out, and so is the output folder when it lies inside ROOT (so a second run does
 not take the cache for a class); an output that is ROOT or holds it is refused.
-Files are listed with Beam's `fileio.MatchFiles` and read through `FileSystems`, so
-a gs:// or s3:// ROOT works on Dataflow unchanged.
+Each class folder is listed by a worker and its images are keyed `(class, position in
+the sorted listing)`, so rows are written class by class in path order whatever the
+runner. Files are listed and read through `FileSystems`, so a gs:// or s3:// ROOT works
+on Dataflow unchanged.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
-from apache_beam.io import fileio
 
 from beam_shards.features import ClassLabel, Features, Image, Value
 from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from pipelines import common
+from pipelines.where import Where
 
 DEFAULT_EXTENSIONS = ".jpg,.jpeg,.png,.gif,.webp,.bmp,.tif,.tiff"
 
@@ -126,10 +129,13 @@ def features_for(names: list[str]) -> Features:
     return Features({"image": Image(nullable=False), "label": ClassLabel(names=names), "path": Value("string")})
 
 
-def _to_example(path: str, prefix: str, extensions: frozenset[str], excluded: frozenset[str]):
-    relative = relative_image_path(path, prefix, extensions, excluded)
-    if relative is not None:
-        yield path, {"image": path, "label": relative.split("/", 1)[0], "path": relative}
+def class_examples(name: str, prefix: str, extensions: frozenset[str],
+                   excluded: frozenset[str]) -> Iterator[tuple[Where, dict[str, Any]]]:
+    """The images of class folder `name` as `(where, example)` pairs, keyed by their place in the sorted listing."""
+    for position, path in enumerate(sorted(fs.list_dir(prefix + name, recursive=True))):
+        relative = relative_image_path(path, prefix, extensions, excluded)
+        if relative is not None:
+            yield Where(name, position, path), {"image": path, "label": name, "path": relative}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,10 +172,10 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
         return (pipeline
-                | "ListFiles" >> fileio.MatchFiles(prefix + "**")
-                | "Paths" >> beam.Map(lambda metadata: metadata.path)
-                | "Spread" >> beam.Reshuffle()
-                | "ToExamples" >> beam.FlatMap(_to_example, prefix, extensions, excluded))
+                | "Classes" >> beam.Create(names)
+                | "SpreadClasses" >> beam.Reshuffle()
+                | "ListImages" >> beam.FlatMap(class_examples, prefix, extensions, excluded)
+                | "Spread" >> beam.Reshuffle())
 
     return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input,
                                                                    **({"left_out": left_out} if left_out else {})})

@@ -28,6 +28,7 @@ from beam_shards.format.manifest import Manifest
 from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular
+from pipelines.where import Where
 
 _HF_METADATA_KEY = b"huggingface"
 # Column chunks are read through a buffer of this size, page by page, rather than whole.
@@ -165,11 +166,11 @@ def as_feature_columns(batch: pa.RecordBatch, features: Features) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(columns, names=list(features))
 
 
-def _examples(batch: pa.RecordBatch, path: str, first: int, features: Features) -> Iterator[tuple[str, Any]]:
+def _examples(batch: pa.RecordBatch, path: str, first: int, features: Features) -> Iterator[tuple[Where, Any]]:
     """The rows of `batch` as `(where, example)` pairs, image paths resolved against the file."""
     base = tabular.parent(path)
     for offset, row in enumerate(batch.to_pylist()):
-        yield (f"{path}, row {first + offset}",
+        yield (Where.at(path, first + offset, "row"),
                {name: tabular.resolve_paths(value, features[name], base) for name, value in row.items()})
 
 
@@ -180,20 +181,20 @@ class _ReadRowGroupFn(beam.DoFn):
         self._features = features
         self._batch_size = batch_size
 
-    def process(self, element: tuple[str, int, int]) -> Iterator[tuple[str, Any]]:
+    def process(self, element: tuple[str, int, int]) -> Iterator[tuple[Where, Any]]:
         path, group, first = element
         columns = list(self._features)
         with fs.open_read(path) as handle:
             parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER_BYTES, pre_buffer=False)
             missing = [name for name in columns if name not in parquet.schema_arrow.names]
             if missing:
-                yield (f"{path}, row group {group}",
+                yield (Where(path, first, f"{path}, row group {group}"),
                        common.Malformed(f"has no column {', '.join(map(repr, missing))} "
                                         f"(its columns: {', '.join(parquet.schema_arrow.names)})"))
                 return
             rows = batch_rows(parquet.metadata.row_group(group), columns, self._batch_size)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
-                where = f"{path}, rows {first} to {first + batch.num_rows - 1}"
+                where = Where(path, first, f"{path}, rows {first} to {first + batch.num_rows - 1}")
                 yield where, common.Rows(as_feature_columns(batch, self._features),
                                          functools.partial(_examples, batch, path, first, self._features))
                 first += batch.num_rows

@@ -1,4 +1,5 @@
-"""Whether a runner's workers can write a local `--output`: checked before anything runs.
+"""Whether `--runner` names a runner, and whether its workers can write a local `--output`:
+checked before anything runs.
 
 A local folder is only one folder when every worker runs on this machine. Workers on
 other machines (Dataflow, a Flink or Spark cluster, Docker containers) would stage
@@ -7,6 +8,8 @@ shards on their own disks, and the write would fail at publish with a confusing 
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import re
 
 from apache_beam.options.pipeline_options import (FlinkRunnerOptions, PipelineOptions, PortableOptions,
@@ -31,6 +34,30 @@ def runner_name(options: PipelineOptions) -> str:
     runner = options.view_as(StandardOptions).runner
     name = (runner if isinstance(runner, str) else type(runner).__name__).rsplit(".", 1)[-1].lower()
     return name if name.endswith("runner") else name + "runner"
+
+
+def unknown_runner_problem(options: PipelineOptions) -> str | None:
+    """Why `--runner` names no runner Beam knows (with the nearest one), or None when it does.
+
+    A dotted name is a runner class (a user's own, say), imported here to check it.
+    """
+    runner = options.view_as(StandardOptions).runner
+    if not isinstance(runner, str):
+        return None
+    if "." in runner:
+        module, _, name = runner.rpartition(".")
+        try:
+            found = hasattr(importlib.import_module(module), name)
+        except ImportError as error:
+            return f"--runner {runner}: cannot import {module} ({error})"
+        return None if found else f"--runner {runner}: {module} has no {name}"
+    names = StandardOptions.KNOWN_RUNNER_NAMES
+    if runner_name(options) in {name.lower() for name in names}:
+        return None
+    spellings = {spelling: name for name in names for spelling in (name.lower(), name.lower().removesuffix("runner"))}
+    nearest = difflib.get_close_matches(runner.lower(), spellings, n=1, cutoff=0.6)
+    hint = f"did you mean {spellings[nearest[0]]}?" if nearest else f"known runners: {', '.join(sorted(names))}"
+    return f"--runner {runner} is not a Beam runner; {hint}"
 
 
 def workers_on_this_machine(options: PipelineOptions) -> bool:

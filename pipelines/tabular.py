@@ -26,6 +26,7 @@ from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common
+from pipelines.where import Where
 
 # A format reads (line number, raw row or Malformed) from a file, and turns a raw row
 # into an example for given features (raising ValueError).
@@ -197,11 +198,11 @@ class _ReadIndexFileFn(beam.DoFn):
         self._format = tabular
         self._features = features
 
-    def process(self, path: str) -> Iterator[tuple[str, Any]]:
+    def process(self, path: str) -> Iterator[tuple[Where, Any]]:
         base = parent(path)
         with open_input(path) as handle:
             for line, raw in self._format.read_rows(handle):
-                where = f"{path}, line {line}"
+                where = Where.at(path, line, "line")
                 if isinstance(raw, common.Malformed):
                     yield where, raw
                     continue

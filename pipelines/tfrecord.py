@@ -31,6 +31,7 @@ from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common, tabular, tf_example, tfds, tfrecord_io
+from pipelines.where import Where
 
 # --- inference from the first records ------------------------------------------------
 
@@ -154,7 +155,7 @@ class _ToExamplesFn(beam.DoFn):
     def setup(self):
         self._reader = tf_example.ExampleReader(self._features, self._decoders)
 
-    def process(self, records: list[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    def process(self, records: list[tuple[Where, Any]]) -> Iterator[tuple[Where, Any]]:
         good = []
         for where, data in records:
             if isinstance(data, common.Malformed):
@@ -171,7 +172,8 @@ class _ToExamplesFn(beam.DoFn):
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             yield from good  # no common Arrow form: the encode step checks them one by one
             return
-        where = good[0][0] if len(good) == 1 else f"{good[0][0]} and {len(good) - 1} more record(s)"
+        first = good[0][0]
+        where = first if len(good) == 1 else first._replace(name=f"{first} and {len(good) - 1} more record(s)")
         yield where, common.Rows(table, functools.partial(iter, good))
 
 

@@ -29,6 +29,7 @@ from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
 from apache_beam.io.filesystem import CompressionTypes
 
 from pipelines import common
+from pipelines.where import Where
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -157,9 +158,9 @@ def read_records(handle: BinaryIO,
         number += 1
 
 
-def where(path: str, number: int, offset: int) -> str:
-    """How errors name a record: `train.tfrecord, record 17 (offset 12345)`."""
-    return f"{path}, record {number} (offset {offset})"
+def where(path: str, number: int, offset: int) -> Where:
+    """A record's key, which errors show as `train.tfrecord, record 17 (offset 12345)`."""
+    return Where(path, number, f"{path}, record {number} (offset {offset})")
 
 
 class _TFRecordSource(FileBasedSource):
@@ -173,7 +174,7 @@ class _TFRecordSource(FileBasedSource):
         self._batch_bytes = batch_bytes
         self._max_record_bytes = max_record_bytes
 
-    def read_records(self, file_name: str, range_tracker) -> Iterator[list[tuple[str, bytes | common.Malformed]]]:
+    def read_records(self, file_name: str, range_tracker) -> Iterator[list[tuple[Where, bytes | common.Malformed]]]:
         batch, size = [], 0
         with self.open_file(file_name) as handle:
             for number, offset, data in read_records(handle, self._max_record_bytes):
@@ -215,7 +216,7 @@ class ReadTFRecords(beam.PTransform):
             source_from_file=self._source)
 
 
-def open_records(path: str, compression_type: str = CompressionTypes.AUTO) -> Iterator[tuple[str, bytes | common.Malformed]]:
+def open_records(path: str, compression_type: str = CompressionTypes.AUTO) -> Iterator[tuple[Where, bytes | common.Malformed]]:
     """The `(where, data or Malformed)` records of one file, read here (for inference)."""
     source = _TFRecordSource(path, compression_type)
     with source.open_file(path) as handle:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -21,7 +23,7 @@ from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDat
 from beam_shards.errors import FeatureError
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular
+from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular, watch, where
 
 from _support import jpeg, options, png
 
@@ -52,6 +54,27 @@ def test_an_unknown_flag_is_refused_naming_the_nearest_known_one(argv, nearest, 
         common.parse_args(parser, ["--output", "out", *argv])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"unrecognized argument {argv[0].split('=')[0]}" in err and nearest in err
+
+
+@pytest.mark.parametrize("runner, message", [
+    ("FnApiRuner", "--runner FnApiRuner is not a Beam runner; did you mean FnApiRunner?"),
+    ("Flinck", "--runner Flinck is not a Beam runner; did you mean FlinkRunner?"),
+    ("zzz", "--runner zzz is not a Beam runner; known runners: BundleBasedDirectRunner, DataflowRunner"),
+    ("my_runners.Fast", "--runner my_runners.Fast: cannot import my_runners"),
+    ("apache_beam.runners.NoSuchRunner", "--runner apache_beam.runners.NoSuchRunner: apache_beam.runners has no "
+                                         "NoSuchRunner"),
+])
+def test_a_mistyped_runner_is_a_usage_error_naming_the_nearest(runner, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        common.parse_args(common.make_parser("x", "test"), ["--output", "out", f"--runner={runner}"])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("runner", ["direct", "fnapi", "FnApiRunner", "DataflowRunner",
+                                    "apache_beam.runners.portability.fn_api_runner.FnApiRunner"])
+def test_every_spelling_beam_takes_for_a_runner_is_taken(runner):
+    _, beam_options = common.parse_args(common.make_parser("x", "test"), ["--output", "gs://b/out", "--runner", runner])
+    assert beam_options.view_as(StandardOptions).runner == runner
 
 
 def test_beams_flags_go_to_beam_and_the_default_runner_is_fnapi():
@@ -163,18 +186,55 @@ def _arrays_equal(a: dict, b: dict) -> bool:
 
 def test_demo_writes_a_cache(tmp_path, capsys):
     out = str(tmp_path / "demo")
-    assert common.main(demo.run, ["--output", out, "--num_examples", "300", "--shard_size", "40KB", "--image_size", "32"]) == 0
-    printed = capsys.readouterr().out
-    assert out in printed and "beam-shards info" in printed and "ShardedDataset" in printed
+    assert common.main(demo.run, ["--output", out, "--num_examples", "300", "--shard_size", "40KB", "--image_size", "32",
+                                  "--progress", "0.05s"]) == 0
+    printed = capsys.readouterr()
+    assert out in printed.out and "beam-shards info" in printed.out and "ShardedDataset" in printed.out
+    assert re.search(r"^Wrote 300 rows in \d+ shard\(s\), .* as version 1 \(overwrite\) in [\d.]+s \([\d,]+ rows/s\)$",
+                     printed.out, re.MULTILINE), printed.out
+    progress = re.findall(rf"^converting to {re.escape(out)}: ([\d,]+) rows, [\d,]+ rows/s; "
+                          rf"staged \d+ shard file\(s\), [\d.]+ [KMG]?B$", printed.err, re.MULTILINE)
+    assert progress, printed.err
     manifest = read_metadata(out)
     assert manifest.num_rows == 300 and manifest.num_shards > 1
     assert manifest.metadata["pipeline"] == "demo"
     dataset = ShardedDataset(out)
     rows = list(dataset)
-    assert sorted(row["id"] for row in rows) == list(range(300))
+    assert [row["id"] for row in rows] == list(range(300))  # in input order (deterministic by default)
     assert {row["image"].format for row in rows} == {"JPEG", "PNG"}
     assert set(row["label"] for row in rows) == set(range(len(demo.SHAPES)))
     assert all(row["image"].size == (32, 32) for row in rows[:5])
+
+
+@pytest.mark.parametrize("runner", [
+    ["--direct_num_workers=2", "--direct_running_mode=multi_threading"],
+    pytest.param(["--direct_num_workers=2", "--direct_running_mode=multi_processing"], marks=pytest.mark.slow),
+], ids=["2 threads", "2 processes"])
+def test_progress_counts_every_row_whichever_worker_reads_it(tmp_path, monkeypatch, runner):
+    watches = []
+
+    class Recorded(watch.Watch):
+        def __enter__(self):
+            watches.append(self)
+            return super().__enter__()
+
+    monkeypatch.setattr(common, "Watch", Recorded)
+    demo.run(["--output", str(tmp_path / "demo"), "--num_examples", "900", "--image_size", "8", *runner])
+    [seen] = watches
+    assert seen.rows == 900 and seen.seconds > 0
+    assert not os.path.exists(seen.folder), "the tallies are removed after the run"
+
+
+def test_no_progress_is_counted_when_the_workers_run_elsewhere(monkeypatch):
+    monkeypatch.setattr(common, "workers_on_this_machine", lambda options: False)
+    seen = []
+    monkeypatch.setattr(common, "write_cache", lambda *args: seen.append(args[-1]))
+    monkeypatch.setattr(common.beam, "Pipeline", lambda options: contextlib.nullcontext())
+    parser = common.make_parser("x", "test")
+    args, options_ = common.parse_args(parser, ["--output", "gs://b/o", "--runner=DataflowRunner"])
+    monkeypatch.setattr(common, "find_published", lambda *args: "manifest")
+    assert common.run_pipeline(options_, args, lambda p: None, None, {}) == "manifest"
+    assert seen == [None]
 
 
 def test_demo_with_several_workers(tmp_path):
@@ -579,12 +639,12 @@ def test_parquet_reads_a_row_group_in_bounded_batches(tmp_path):
     elements = list(parquet._ReadRowGroupFn(features, batch_size=8).process((path, 0, 100)))
     assert [type(rows) for _, rows in elements] == [common.Rows] * 7
     assert [rows.table.num_rows for _, rows in elements] == [8] * 6 + [2]
-    assert elements[1][0] == f"{path}, rows 108 to 115"
+    assert str(elements[1][0]) == f"{path}, rows 108 to 115" and elements[1][0][:2] == (path, 108)
     # The columns already fit the features: the struct is its bytes, the dictionary decoded.
     table = features.encode_batch(elements[1][1].table)
     assert table.column("text").to_pylist() == [f"row {i}" for i in range(8, 16)]
     assert table.column("image").to_pylist() == [jpeg(i % 5) for i in range(8, 16)]
-    assert [where for where, _ in elements[1][1].one_by_one()] == [f"{path}, row {i}" for i in range(108, 116)]
+    assert [str(where) for where, _ in elements[1][1].one_by_one()] == [f"{path}, row {i}" for i in range(108, 116)]
 
 
 def test_parquet_reads_a_large_row_group_a_little_at_a_time(tmp_path, monkeypatch):
@@ -806,3 +866,17 @@ def test_the_report_says_one_row_in_the_singular(tmp_path, capsys):
             "--output", str(tmp_path / "out")]
     assert common.main(jsonl.run, argv) == 0
     assert capsys.readouterr().out.startswith("Wrote 1 row in 1 shard(s)")
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    for module in (watch, where, common):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_keys_sort_by_input_and_position_and_read_as_the_input():
+    keys = [where.Where.at("b.csv", 2, "line"), where.Where.at("a.csv", 10, "line"), where.Where.at("a.csv", 9, "line")]
+    assert [str(key) for key in sorted(keys)] == ["a.csv, line 9", "a.csv, line 10", "b.csv, line 2"]
+    assert repr(keys[0]) == "'b.csv, line 2'" and str(where.Where("demo", 3)) == "demo, 3"

@@ -20,6 +20,7 @@ from beam_shards.errors import FeatureError
 from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, tf_example, tfds, tfrecord as pipeline, tfrecord_io
+from pipelines.where import Where
 
 import fake_object_store
 from _support import jpeg, png
@@ -167,16 +168,17 @@ def test_records_are_parsed_into_one_batch_and_bad_ones_go_on_alone():
     parse = pipeline._ToExamplesFn(features, {})
     parse.setup()
     out = list(parse.process([
-        ("r0", serialize({"n": (0, "int"), "image": (jpeg(0), "byte")})),
-        ("r1", common.Malformed("corrupt record")),
-        ("r2", serialize({"n": ([1, 2], "int"), "image": (jpeg(2), "byte")})),
-        ("r3", serialize({"n": (3, "int"), "image": (png(3), "byte")})),
+        (Where("f", 0, "r0"), serialize({"n": (0, "int"), "image": (jpeg(0), "byte")})),
+        (Where("f", 1, "r1"), common.Malformed("corrupt record")),
+        (Where("f", 2, "r2"), serialize({"n": ([1, 2], "int"), "image": (jpeg(2), "byte")})),
+        (Where("f", 3, "r3"), serialize({"n": (3, "int"), "image": (png(3), "byte")})),
     ]))
-    assert [where for where, _ in out] == ["r1", "r2", "r0 and 1 more record(s)"]
+    assert [str(where) for where, _ in out] == ["r1", "r2", "r0 and 1 more record(s)"]
+    assert out[2][0] == ("f", 0, "r0 and 1 more record(s)")  # the batch sorts as its first record
     assert "holds 2 values" in out[1][1].reason
     rows = out[2][1]
     assert isinstance(rows, common.Rows) and rows.table.column("n").to_pylist() == [0, 3]
-    assert [where for where, _ in rows.one_by_one()] == ["r0", "r3"]
+    assert [str(where) for where, _ in rows.one_by_one()] == ["r0", "r3"]
     assert features.encode_batch(rows.table).num_rows == 2
 
 
@@ -383,19 +385,18 @@ def _tfds_record(i: int) -> dict:
     }
 
 
-@pytest.fixture
-def tfds_folder(tmp_path):
-    """A prepared TFDS folder `toy/1.0.0/` in TFDS's own layout, with 2 train shards and 1 test shard."""
-    folder = tmp_path / "toy" / "1.0.0"
+def make_tfds_folder(root, name: str = "toy", version: str = "1.0.0"):
+    """A prepared TFDS folder `root/name/version/` in TFDS's own layout, with 2 train shards and 1 test shard."""
+    folder = root / name / version
     folder.mkdir(parents=True)
     (folder / "features.json").write_text(json.dumps(TFDS_FEATURES, indent=2))
     (folder / "label.labels.txt").write_text("\n".join(CLASSES) + "\n")
     (folder / "meta-quality.labels.txt").write_text("low\nhigh\n")
-    write(folder / "toy-train.tfrecord-00000-of-00002", [_tfds_record(i) for i in range(0, 5)])
-    write(folder / "toy-train.tfrecord-00001-of-00002", [_tfds_record(i) for i in range(5, 8)])
-    write(folder / "toy-test.tfrecord-00000-of-00001", [_tfds_record(i) for i in range(100, 102)])
+    write(folder / f"{name}-train.tfrecord-00000-of-00002", [_tfds_record(i) for i in range(0, 5)])
+    write(folder / f"{name}-train.tfrecord-00001-of-00002", [_tfds_record(i) for i in range(5, 8)])
+    write(folder / f"{name}-test.tfrecord-00000-of-00001", [_tfds_record(i) for i in range(100, 102)])
     info = {
-        "name": "toy", "version": "1.0.0", "description": "A toy dataset.", "citation": "@misc{toy}",
+        "name": name, "version": version, "description": "A toy dataset.", "citation": "@misc{toy}",
         "location": {"urls": ["https://example.org/toy"]}, "fileFormat": "tfrecord", "moduleName": "toy.toy",
         "supervisedKeys": {"tuple": {"items": [{"featureKey": "image"}, {"featureKey": "label"}]}},
         "splits": [
@@ -405,8 +406,13 @@ def tfds_folder(tmp_path):
         ],
     }
     (folder / "dataset_info.json").write_text(json.dumps(info, indent=2))
-    (tmp_path / "toy" / "0.9.0").mkdir()  # an older version beside it, without data
+    (root / name / "0.9.0").mkdir()  # an older version beside it, without data
     return folder
+
+
+@pytest.fixture
+def tfds_folder(tmp_path):
+    return make_tfds_folder(tmp_path)
 
 
 def test_tfds_features_carry_class_names_shapes_and_dtypes(tfds_folder):

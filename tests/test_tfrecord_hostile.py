@@ -35,6 +35,7 @@ from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.format.manifest import MAX_DEPTH, check_metadata, json_depth
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, tf_example, tfds, tfrecord as pipeline, tfrecord_io
+from pipelines.where import Where
 
 import fake_object_store
 from _hostile import SCALE, assert_clear, cases, mutate_bytes, printed_tally
@@ -438,7 +439,7 @@ def test_any_tfrecord_file_gives_records_or_malformed_ones_in_bounded_memory_and
     try:
         def read():
             records = read_file(path)
-            return records, list(parse.process([(str(number), data) for number, _, data in records]))
+            return records, list(parse.process([(Where("f", number), data) for number, _, data in records]))
         (records, parsed), peak = traced(read)
     except BaseException:
         framing_tally["crash"] += 1

@@ -1,0 +1,112 @@
+"""Every conversion pipeline writes the same input as byte-identical shards (names aside) on
+every local runner setup: in-process, 2 threads, 2 worker processes, a repeated bundle."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beam_shards import ShardedDataset
+from pipelines import csv, demo, image_folder, jsonl, parquet, tfrecord
+
+from _support import jpeg, png
+from test_deterministic import count_chunks, shard_digests
+from test_tfrecord import row, write as write_tfrecord
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+RUNNERS = {
+    "in-process": [],
+    "2 threads": ["--direct_running_mode=multi_threading", "--direct_num_workers=2"],
+    "2 processes": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    "bundle repeat": ["--direct_runner_bundle_repeat=1"],
+}
+# Small shards and batches, so a few hundred rows make several chunks and shards.
+SMALL = ["--shard_size", "8KB", "--batch_size", "16", "--progress", "0"]
+
+
+def _csv_input(root) -> list[str]:
+    (root / "img").mkdir()
+    for i in range(8):
+        (root / "img" / f"{i}.png").write_bytes(png(i, size=8))
+    for part in range(2):
+        (root / f"part-{part}.csv").write_text("image,label,n\n" + "".join(
+            f"img/{i % 8}.png,{'cat' if i % 3 else 'dog'},{i}\n" for i in range(part * 150, part * 150 + 150)))
+    return ["--input", str(root / "part-*.csv"), "--label_column", "label"]
+
+
+def _jsonl_input(root) -> list[str]:
+    (root / "img").mkdir()
+    for i in range(8):
+        (root / "img" / f"{i}.png").write_bytes(png(i, size=8))
+    for part in range(2):
+        with open(root / f"part-{part}.jsonl", "w") as handle:
+            for i in range(part * 150, part * 150 + 150):
+                handle.write(json.dumps({"image": f"img/{i % 8}.png", "n": i, "tags": ["a"] * (i % 3)}) + "\n")
+    return ["--input", str(root / "part-*.jsonl")]
+
+
+def _image_folder_input(root) -> list[str]:
+    for i in range(240):
+        folder = root / "train" / ["ant", "bee", "cow"][i % 3] / ("deeper" if i % 5 == 0 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:04d}.jpg").write_bytes(jpeg(i, size=8))
+    return ["--input", str(root / "train")]
+
+
+def _parquet_input(root) -> list[str]:
+    for part in range(2):
+        numbers = range(part * 150, part * 150 + 150)
+        pq.write_table(pa.table({"image": pa.array([png(i % 8, size=8) for i in numbers], pa.binary()),
+                                 "n": pa.array(list(numbers), pa.int64()),
+                                 "text": pa.array([f"row {i}" for i in numbers])}),
+                       root / f"part-{part}.parquet", row_group_size=40)
+    return ["--input", str(root / "part-*.parquet")]
+
+
+def _tfrecord_input(root) -> list[str]:
+    for part in range(2):
+        write_tfrecord(root / f"part-{part}.tfrecord", [row(i) for i in range(part * 120, part * 120 + 120)])
+    return ["--input", str(root / "part-*.tfrecord")]
+
+
+def _demo_input(root) -> list[str]:
+    return ["--num_examples", "300", "--image_size", "8"]
+
+
+PIPELINES = {
+    "csv": (csv.run, _csv_input),
+    "jsonl": (jsonl.run, _jsonl_input),
+    "image_folder": (image_folder.run, _image_folder_input),
+    "parquet": (parquet.run, _parquet_input),
+    "tfrecord": (tfrecord.run, _tfrecord_input),
+    "demo": (demo.run, _demo_input),
+}
+
+
+ORDER = {
+    "csv": lambda r: r["n"], "jsonl": lambda r: r["n"], "parquet": lambda r: r["n"], "demo": lambda r: r["id"],
+    "image_folder": lambda r: r["path"], "tfrecord": lambda r: int(r["caption"].split()[1]),
+}
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_a_pipeline_writes_identical_shards_on_every_runner(name, tmp_path, monkeypatch):
+    run, make_input = PIPELINES[name]
+    (tmp_path / "in").mkdir()
+    argv = make_input(tmp_path / "in") + SMALL
+    chunks = count_chunks(monkeypatch)
+    digests, written = {}, {}
+    for runner, flags in RUNNERS.items():
+        chunks.clear()
+        output = str(tmp_path / runner.replace(" ", "_"))
+        manifest = run([*argv, "--output", output, *flags])
+        digests[runner], written[runner] = shard_digests(output), len(chunks)
+        assert manifest.num_rows >= 240 and manifest.num_shards >= 3, (runner, manifest)
+    assert written["bundle repeat"] > written["in-process"] > 1, f"the bundle repeat did not fire: {written}"
+    assert all(found == digests["in-process"] for found in digests.values()), digests
+    order = [ORDER[name](r) for r in ShardedDataset(str(tmp_path / "in-process"), image_mode="bytes")]
+    assert order == sorted(order), "rows are in input order: files by name, then position"
