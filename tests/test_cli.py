@@ -207,10 +207,10 @@ def test_show_writes_a_contact_sheet(cache, tmp_path, capsys):
     assert pixels[:40, :40].std() > 10  # an image, not just the background
 
 
-def test_show_clamps_to_the_rows_and_takes_a_layout(cache, tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--across", "--columns"])  # --columns: its old name
+def test_show_clamps_to_the_rows_and_takes_a_layout(cache, tmp_path, capsys, flag):
     out_file = tmp_path / "all.png"
-    code, _, _ = run_cli(capsys, "show", cache, "--out", str(out_file), "-n", "500", "--tile", "16",
-                         "--columns", "10")
+    code, _, _ = run_cli(capsys, "show", cache, "--out", str(out_file), "-n", "500", "--tile", "16", flag, "10")
     assert code == 0
     with PILImage.open(out_file) as sheet:
         assert sheet.size == (10 * 16, -(-ROWS // 10) * (16 + cli.CAPTION_HEIGHT))

@@ -4,7 +4,7 @@
     beam-shards log PATH                      the versions kept: number, write id, time, rows, shards, mode
     beam-shards verify PATH [--version N]     check every shard against the manifest
     beam-shards head PATH [-n 5] [--columns image label] [--version N]
-    beam-shards show PATH --out grid.png [-n 64] [--version N]
+    beam-shards show PATH --out grid.png [-n 64] [--across 8] [--version N]
     beam-shards gc PATH [--keep K] [--min_age 7d] [--dry_run]   retention, and what killed writes left
     beam-shards compact PATH [--shard_size 128MB]   merge small shards into a new version
 
@@ -208,7 +208,7 @@ def _show(args: argparse.Namespace) -> int:
     rows = dataset.__getitems__(indices)
     captions = [f"{index}" + (f" {_caption(row[label_column], features[label_column])}" if label_column else "")
                 for index, row in zip(indices.tolist(), rows)]
-    sheet = contact_sheet([row[image_column] for row in rows], captions, args.tile, args.columns)
+    sheet = contact_sheet([row[image_column] for row in rows], captions, args.tile, args.across)
     try:
         sheet.save(args.out, format="PNG")
     except OSError as error:
@@ -301,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--image", metavar="COLUMN", help="the Image column (default: the first)")
     show.add_argument("--label", metavar="COLUMN", help="the column to caption with (default: the first ClassLabel)")
     show.add_argument("--tile", type=count_flag, default=128, help="cell width in pixels (default 128)")
-    show.add_argument("--columns", type=count_flag, help="cells across (default: about a square)")
+    # --columns was this flag's first name; head's --columns names columns.
+    show.add_argument("--across", "--columns", dest="across", type=count_flag, metavar="N",
+                      help="cells across (default: about a square)")
     show.set_defaults(run=_show)
 
     log = commands.add_parser("log", help="list the versions kept, newest first",
