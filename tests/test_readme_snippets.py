@@ -1,0 +1,197 @@
+"""Every shell and Python snippet in README runs as written, except those that need a cloud
+account or a cluster: in a folder holding the inputs they name, in README's order.
+
+Placeholders are filled in as a reader would: `PATH` is a cache, `BUCKET` and the S3
+endpoint are the test's S3 server's, `/mnt/nvme/shard_cache` is a folder of the test's.
+A Python fragment that uses names an earlier block defines (`examples`, `rank`...) gets
+them from a prelude here; a new fragment with names of its own fails until it has one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value, read_metadata
+
+from _support import jpeg, png
+from test_readme import commands, readme
+from test_tfrecord import make_tfds_folder, row, write as write_tfrecord
+
+pytestmark = pytest.mark.slow
+
+# What a snippet names that only a cloud account or a cluster provides.
+ELSEWHERE = ("gs://", "DataflowRunner", "FlinkRunner")
+# Covered elsewhere: the two commands README starts with (CI runs them, test_readme runs the
+# job) and the fast test loop (this suite).
+COVERED = ("pip install", "-m pytest")
+TIMEOUT = 600
+
+PRELUDES = {
+    # The fragment that shows on_bad="skip" continues README's my_pipeline.py.
+    'on_bad="skip"': """
+        import argparse
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import PipelineOptions
+        from beam_shards import WriteToArrowShards
+        from my_pipeline import FEATURES
+
+        args = argparse.Namespace(output="./skip_cache")
+        good = {"image": "img0.jpg", "label": "cat", "embedding": [0.0] * 4, "caption": "fine"}
+        bad = dict(good, label="horse")
+        with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+            examples = p | beam.Create([("img0.jpg", good), ("img1.jpg", bad)])
+            {snippet}
+        from beam_shards import ShardedDataset
+        assert len(ShardedDataset("./skip_cache")) == 1
+        """,
+    # The training loop's names are the user's own.
+    "ShardedDataLoader": """
+        rank, world_size, checkpoint, epochs = 0, 1, {}, 1
+        {snippet}
+        assert "loader" in checkpoint
+        """,
+    "s3://": """
+        from beam_shards import ShardedDataset
+        {snippet}
+        assert ds[0] is not None and os.listdir("{cache_dir}")  # the shard is on local disk now
+        """,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Snippet:
+    block: int
+    language: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"block {self.block} ({self.language}): {self.text.splitlines()[0][:60]}"
+
+    @property
+    def elsewhere(self) -> bool:
+        return any(mark in self.text for mark in ELSEWHERE)
+
+    @property
+    def on_s3(self) -> bool:
+        return "s3://" in self.text
+
+
+def snippets() -> list[Snippet]:
+    """Each shell command (continuations joined) and each Python block of README, in order."""
+    text = readme()
+    found = []
+    for number, match in enumerate(re.finditer(r"^```([a-z]*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)):
+        language, body = match.groups()
+        if language == "sh":
+            found += [Snippet(number, "sh", command) for command in commands(body)]
+        elif language == "python":
+            found.append(Snippet(number, "python", body))
+    return found
+
+
+def _runnable(on_s3: bool) -> list[Snippet]:
+    return [s for s in snippets() if not s.elsewhere and s.on_s3 == on_s3 and not any(c in s.text for c in COVERED)
+            and not s.text.startswith("# my_pipeline.py")]
+
+
+def test_every_readme_snippet_is_run_or_needs_a_cloud_account():
+    """Nothing is left out by accident: a snippet runs here, or names a cloud store or a cluster."""
+    left_out = [s for s in snippets() if s not in _runnable(False) + _runnable(True)]
+    for snippet in left_out:
+        assert (snippet.elsewhere or any(c in snippet.text for c in COVERED)
+                or snippet.text.startswith("# my_pipeline.py")), snippet
+    assert len(_runnable(False)) >= 15 and len(_runnable(True)) == 3
+
+
+def _workspace(root) -> None:
+    """The inputs README's snippets name, under `root`."""
+    from pipelines import demo
+
+    demo.run(["--output", str(root / "demo_cache"), "--num_examples", "40", "--image_size", "16", "--progress", "0"])
+    for i, label in enumerate(["cat", "dog"] * 3):
+        folder = root / "imagenet" / "train" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i}.jpg").write_bytes(jpeg(i))
+    data = root / "data"
+    (data / "img").mkdir(parents=True)
+    for i in range(6):
+        (data / "img" / f"{i}.png").write_bytes(png(i))
+    with open(data / "train.jsonl", "w") as handle:
+        for i in range(6):
+            handle.write(json.dumps({"image": f"img/{i}.png", "label": ["cat", "dog"][i % 2]}) + "\n")
+    for part in range(2):
+        (data / f"part-{part}.csv").write_text("image,label,caption\n" + "".join(
+            f"img/{i}.png,{['cat', 'dog'][i % 2]},caption {i}\n" for i in range(part * 3, part * 3 + 3)))
+    features = Features({"image": Image(), "label": ClassLabel(names=["cat", "dog"]), "caption": Value("string")})
+    (root / "features.json").write_text(json.dumps(features.to_dict()))
+    (root / "cifar10").mkdir()
+    for part in range(2):
+        pq.write_table(pa.table({"img": pa.array([png(i) for i in range(4)], pa.binary()),
+                                 "label": pa.array([i % 2 for i in range(4)], pa.int64())}),
+                       root / "cifar10" / f"train-{part:05d}-of-00002.parquet")
+    for part in range(2):
+        write_tfrecord(data / f"train-{part:05d}.tfrecord", [row(i) for i in range(part * 4, part * 4 + 4)])
+    make_tfds_folder(root / "tensorflow_datasets", "cifar10", "3.0.2")
+    [pipeline] = [s.text for s in snippets() if s.text.startswith("# my_pipeline.py")]
+    (root / "my_pipeline.py").write_text(pipeline)
+    (root / "img0.jpg").write_bytes(jpeg(0))
+    (root / "img1.jpg").write_bytes(jpeg(1))
+    (root / "labels.tsv").write_text("".join(f"img{i % 2}.jpg\t{['cat', 'dog'][i % 2]}\tcaption {i}\n"
+                                             for i in range(1500)))
+    os.symlink(sys.prefix, root / ".venv")  # README's commands run from a checkout holding .venv
+
+
+def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, str]) -> None:
+    text = snippet.text
+    for old, new in substitutions.items():
+        text = text.replace(old, new)
+    if snippet.language == "sh":
+        argv = ["bash", "-c", text]
+    else:
+        prelude = next((body for mark, body in PRELUDES.items() if mark in text), "{snippet}")
+        indent = re.search(r"^( *)\{snippet\}", textwrap.dedent(prelude), re.MULTILINE).group(1)
+        source = (textwrap.dedent(prelude).replace(indent + "{snippet}", textwrap.indent(text, indent))
+                  .replace("{cache_dir}", substitutions.get("/mnt/nvme/shard_cache", "")))
+        (cwd / "snippet.py").write_text("import os\n" + source)
+        argv = [sys.executable, "snippet.py"]
+    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, f"{snippet}\n{text}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+
+
+def _env(root, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{sys.prefix}/bin:{os.environ['PATH']}", "HOME": str(root),
+            "PYTHONPATH": str(root), **extra}
+
+
+def test_readme_snippets_run_as_written(tmp_path):
+    _workspace(tmp_path)
+    substitutions = {" PATH ": " ./demo_cache "}
+    for snippet in _runnable(on_s3=False):
+        _run(snippet, tmp_path, _env(tmp_path), substitutions)
+    # What the snippets wrote is what README says they write.
+    assert read_metadata(str(tmp_path / "caches" / "imagenet-train")).num_rows == 6
+    assert len(ShardedDataset(str(tmp_path / "cache"))) == 1500
+    assert (tmp_path / "grid.png").exists()
+
+
+def test_readme_s3_snippets_run_against_an_s3_server(tmp_path, s3_server):
+    from _stores import BUCKET, STORE_VARIABLES
+
+    _workspace(tmp_path)
+    env = {name: value for name, value in _env(tmp_path, **s3_server.env()).items()
+           if name not in STORE_VARIABLES or name in s3_server.env()}
+    prefix = f"{BUCKET}/readme-{os.getpid()}"
+    substitutions = {"http://127.0.0.1:9000": s3_server.endpoint, "BUCKET": prefix,
+                     "/mnt/nvme/shard_cache": str(tmp_path / "shard_cache")}
+    for snippet in _runnable(on_s3=True):
+        _run(snippet, tmp_path, env, substitutions)
