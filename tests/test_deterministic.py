@@ -64,6 +64,7 @@ def test_rows_are_in_key_order_and_shards_are_byte_identical_on_every_runner(tmp
     assert all(found == first for found in digests.values()), digests
 
 
+@pytest.mark.slow
 def test_many_small_runs_give_the_same_bytes_as_one(tmp_path, monkeypatch):
     pieces = []
     real = ordered.WriteRunsFn._write_run
@@ -98,6 +99,7 @@ def count_chunks(monkeypatch) -> list:
     return calls
 
 
+@pytest.mark.slow
 def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_path, monkeypatch):
     calls = count_chunks(monkeypatch)
     _write(str(tmp_path / "once"), [], 0)

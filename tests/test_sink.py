@@ -416,8 +416,9 @@ def test_a_dead_letter_holds_a_repr_of_an_example_that_does_not_pickle():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("runner_args", [(), ("--direct_num_workers=2", "--direct_running_mode=multi_processing")],
-                         ids=["fnapi", "two processes"])
+@pytest.mark.parametrize("runner_args", [
+    (), pytest.param(("--direct_num_workers=2", "--direct_running_mode=multi_processing"), marks=pytest.mark.slow)],
+    ids=["fnapi", "two processes"])
 def test_skip_publishes_the_good_rows_and_dead_letters_the_bad(tmp_path, runner_args):
     out, folder = tmp_path / "cache", tmp_path / "bad"
     folder.mkdir()

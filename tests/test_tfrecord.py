@@ -307,6 +307,7 @@ def _features_file(folder, features: Features) -> str:
 
 
 @TIMEOUT
+@pytest.mark.slow
 def test_several_worker_processes(tmp_path):
     for shard in range(3):
         write(tmp_path / f"part-{shard}.tfrecord", [row(shard * 10 + i) for i in range(10)])
