@@ -9,7 +9,8 @@ from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
                                 StoreAccessError, VersionNotFoundError, WriteInProgressError)
-from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence, Value, Video, encode_example
+from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence, Struct, Value, Video,
+                                  encode_example)
 from beam_shards.format.catalog import list_versions, read_metadata
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import Manifest, ShardInfo
@@ -46,6 +47,6 @@ __all__ = [
     "EncodeError", "Feature", "FeatureError", "Features", "Image", "list_versions", "Manifest", "new_write_id",
     "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata", "ReadAllFromArrowShards",
     "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardedDataLoader", "ShardedDataset",
-    "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Value", "verify", "VerifyReport",
+    "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct", "Value", "verify", "VerifyReport",
     "VersionNotFoundError", "Video", "write_shards", "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
 ]

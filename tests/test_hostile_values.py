@@ -9,14 +9,15 @@ instead of stalling the suite.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from beam_shards import (Array, ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, Value, Video,
-                         write_shards)
+from beam_shards import (Array, ArrowBackend, ClassLabel, EncodeError, Features, Image, Sequence, Struct, Value,
+                         Video, write_shards)
 
 from _hostile import SCALE, cases
 from _support import png
@@ -35,6 +36,7 @@ class Typed:
 
 BIG = 2**63 + 1  # an int past int64, not exact as a float64
 NAMES = ClassLabel(names=["a", "b"])
+TURN = Struct({"role": Value("string"), "content": Value("string")})
 # (name, feature, value, accepted): `encode_example` and `encode_batch` must both accept the value,
 # storing the same, or both refuse it with an EncodeError naming the field.
 ACCEPTED, REFUSED = True, False
@@ -144,6 +146,30 @@ ENCODE_CASES = [
     ("no image where required", Image(nullable=False), None, REFUSED),
     ("empty video", Video(), b"", REFUSED),
     ("video bytes", Video(), b"x", ACCEPTED),
+    ("a chat turn", TURN, {"role": "user", "content": "hi"}, ACCEPTED),
+    ("a chat", Sequence(TURN), [{"role": "user", "content": "hi"}, {"role": "bot", "content": ""}], ACCEPTED),
+    ("an empty chat", Sequence(TURN), [], ACCEPTED),
+    ("a turn without its content", TURN, {"role": "user"}, REFUSED),
+    ("a turn with a field more", TURN, {"role": "user", "content": "hi", "lang": "en"}, REFUSED),
+    ("a turn with content None", TURN, {"role": "user", "content": None}, REFUSED),
+    ("a number as a role", TURN, {"role": 1, "content": "hi"}, REFUSED),
+    ("a list as a turn", TURN, ["user", "hi"], REFUSED),
+    ("a string as a turn", TURN, "user: hi", REFUSED),
+    ("a turn where a chat is wanted", Sequence(TURN), {"role": "user", "content": "hi"}, REFUSED),
+    ("None for a turn in a chat", Sequence(TURN), [None], REFUSED),
+    ("None for a nullable turn in a chat", Sequence(Struct(TURN.fields, nullable=True)), [None], ACCEPTED),
+    ("a nullable field left out", Struct({"a": Value("int64"), "b": Value("int64", nullable=True)}), {"a": 1},
+     ACCEPTED),
+    ("float64 past float32 deep in a struct", Struct({"s": Struct({"v": Sequence(Value("float32"))})}),
+     {"s": {"v": [1.0, 1e300]}}, REFUSED),
+    ("an unknown class deep in a struct", Struct({"s": Struct({"c": NAMES})}), {"s": {"c": "z"}}, REFUSED),
+    ("a class name deep in a struct", Struct({"s": Struct({"c": NAMES})}), {"s": {"c": "b"}}, ACCEPTED),
+    ("lists of lists", Sequence(Sequence(Value("int8"))), [[1, 2], [], [3]], ACCEPTED),
+    ("an int8 overflow in lists of lists", Sequence(Sequence(Value("int8"))), [[1], [300]], REFUSED),
+    ("structs of lists of structs", Struct({"l": Sequence(Struct({"x": Value("string")}))}), {"l": [{"x": "a"}]},
+     ACCEPTED),
+    ("an array in a struct", Struct({"a": Array((2,), "float32")}), {"a": [1.0, 2.0]}, ACCEPTED),
+    ("a short array in a struct", Struct({"a": Array((2,), "float32")}), {"a": [1.0]}, REFUSED),
 ]
 
 
@@ -152,7 +178,7 @@ def outcome(store: Callable[[], pa.Table]) -> tuple[bool, str]:
     try:
         table = store()
     except EncodeError as error:
-        return False, error.field.split("[")[0]
+        return False, re.split(r"[.[]", error.field)[0]
     # repr keeps NaN equal to NaN and tells 1 from 1.0.
     return True, repr(table.column("x").to_pylist())
 
@@ -199,18 +225,31 @@ def test_a_bad_value_in_a_later_chunk_or_a_slice_names_its_row(feature, good, ba
     assert features.encode_batch(twice).column("x").to_pylist() == (good * 2)[1:]
 
 
+# A row of a struct column whose record is null: its fields are not checked (they read as null).
+def test_a_null_record_leaves_its_required_fields_unchecked():
+    features = Features({"x": Struct(TURN.fields, nullable=True)})
+    column = pa.array([{"role": "user", "content": "hi"}, None], pa.struct([("role", pa.string()), ("content", pa.string())]))
+    assert features.encode_batch(pa.table({"x": column})).column("x").to_pylist() == [
+        {"role": "user", "content": "hi"}, None]
+    with pytest.raises(EncodeError, match=r"row 1 of batch 'b', field 'x.content'"):
+        bad = pa.array([None, {"role": "user", "content": None}], column.type)
+        features.encode_batch(pa.table({"x": bad}), "b")
+
+
 NUMERIC_DTYPES = ["bool", "int8", "uint8", "int32", "int64", "uint64", "float16", "float32", "float64"]
 ANY_SCALAR = (st.none() | st.booleans() | st.integers(-2**65, 2**65) | st.floats()
               | st.sampled_from([127, 128, 255, 2**24 + 1, 2**53 + 1, 2**63, 2**64 - 1, 1e300, -1e39, 65520.0, 0.5])
               | st.text(max_size=3) | st.binary(max_size=3))
-ANY_VALUE = st.recursive(ANY_SCALAR, lambda items: st.lists(items, max_size=3), max_leaves=6)
+ANY_VALUE = st.recursive(ANY_SCALAR, lambda items: st.lists(items, max_size=3)
+                         | st.dictionaries(st.sampled_from(["a", "b"]), items, max_size=2), max_leaves=6)
 ANY_LEAF_FEATURE = (
     st.builds(Value, st.sampled_from(NUMERIC_DTYPES + ["string", "binary"]), nullable=st.booleans())
     | st.builds(ClassLabel, names=st.just(["a", "b", "c"]), nullable=st.booleans())
     | st.builds(ClassLabel, num_classes=st.integers(1, 5), nullable=st.booleans())
     | st.builds(Array, st.sampled_from([(2,), (None,), (2, 2), (None, 2), (1, 2, 1)]), st.sampled_from(NUMERIC_DTYPES),
                 nullable=st.booleans()))
-ANY_FEATURE = st.recursive(ANY_LEAF_FEATURE, lambda items: st.builds(Sequence, items, nullable=st.booleans()),
+ANY_FEATURE = st.recursive(ANY_LEAF_FEATURE, lambda items: st.builds(Sequence, items, nullable=st.booleans())
+                           | st.builds(Struct, st.fixed_dictionaries({"a": items}), nullable=st.booleans()),
                            max_leaves=3)
 
 

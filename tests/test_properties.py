@@ -1,8 +1,8 @@
 """Property-based round trips: random features and examples come back as they went in.
 
 Hypothesis draws a Features of every kind (Value of each dtype, ClassLabel by name or
-count, Image, Video, Array of fixed or variable first dimension, Sequences nested up
-to three deep, nullable or not) and examples for it (NaN and infinities, empty
+count, Image, Video, Array of fixed or variable first dimension, Sequences and Structs
+nested in each other up to three deep, nullable or not) and examples for it (NaN and infinities, empty
 strings and lists, nulls where allowed, UTF-8 bytes for strings, Python lists for
 arrays). They are written by `write_shards` (with small, random shard and batch
 sizes) and by `WriteToArrowShards`, and read back by `ArrowBackend` (Arrow values),
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from beam_shards import (Array, ArrowBackend, ClassLabel, Features, Image, ReadFromArrowShards, Sequence,
-                         ShardedDataset, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
+                         ShardedDataset, Struct, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
 from beam_shards.features import VALUE_DTYPES
 
 from _reliability import tally  # noqa: F401 (a fixture)
@@ -68,8 +68,9 @@ def leaf_features() -> st.SearchStrategy:
 def feature_trees(depth: int = 3) -> st.SearchStrategy:
     if depth == 0:
         return leaf_features()
-    return st.one_of(leaf_features(), st.builds(Sequence, st.deferred(lambda: feature_trees(depth - 1)),
-                                                nullable=st.booleans()))
+    inner = st.deferred(lambda: feature_trees(depth - 1))
+    return st.one_of(leaf_features(), st.builds(Sequence, inner, nullable=st.booleans()),
+                     st.builds(Struct, st.dictionaries(NAMES, inner, min_size=1, max_size=3), nullable=st.booleans()))
 
 
 def features_strategy() -> st.SearchStrategy[Features]:
@@ -108,6 +109,8 @@ def values(feature) -> st.SearchStrategy:
         # numpy makes float64 of a list mixing ints below and above 2**63: uint64 lists stay below.
         listed = hnp.arrays(np.dtype(feature.dtype), shape, elements=_elements(feature.dtype, below=2 ** 63))
         base = st.one_of(arrays, listed.map(lambda a: a.tolist()))
+    elif isinstance(feature, Struct):
+        base = st.fixed_dictionaries({name: values(field) for name, field in feature.fields.items()})
     else:
         base = st.lists(values(feature.feature), max_size=3)
     return st.one_of(st.none(), base) if feature.nullable else base
@@ -134,6 +137,8 @@ def stored(feature, value: Any) -> Any:
         return array.reshape(len(array), math.prod(feature.shape[1:])).tolist() if len(feature.shape) > 1 else array.tolist()
     if isinstance(feature, Sequence):
         return [stored(feature.feature, item) for item in value]
+    if isinstance(feature, Struct):
+        return {name: stored(field, value[name]) for name, field in feature.fields.items()}
     return value
 
 
@@ -145,6 +150,8 @@ def decoded(feature, value: Any) -> Any:
         return np.asarray(value, dtype=feature.dtype).reshape((-1, *feature.shape[1:]))
     if isinstance(feature, Sequence):
         return [decoded(feature.feature, item) for item in value]
+    if isinstance(feature, Struct):
+        return {name: decoded(field, value[name]) for name, field in feature.fields.items()}
     return stored(feature, value)
 
 

@@ -3,8 +3,8 @@
 A `Features` object (`schema`) is the schema of a cache: a name for each column and
 its feature kind. Each kind lives in its own module, with how it checks, encodes,
 decodes and describes values, its Arrow type and its JSON form: `Value` and `ClassLabel`
-(`value`), `Image` and `Video` (`files`), `Array` (`array`) and `Sequence`
-(`sequence`); `base` holds what they share.
+(`value`), `Image` and `Video` (`files`), `Array` (`array`), `Sequence` (`sequence`)
+and `Struct` (`struct`); `base` holds what they share.
 
 Example:
     >>> from beam_shards import Features, Value, Image, Array, ClassLabel, encode_example
@@ -26,9 +26,10 @@ from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, featur
 from beam_shards.features.files import Image, Video
 from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example
 from beam_shards.features.sequence import Sequence
+from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value
 
 __all__ = [
-    "Array", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "VALUE_DTYPES", "Value",
-    "Video", "cast_safely", "encode_example", "feature_from_dict",
+    "Array", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "Struct", "VALUE_DTYPES",
+    "Value", "Video", "cast_safely", "encode_example", "feature_from_dict",
 ]

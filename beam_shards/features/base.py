@@ -286,7 +286,8 @@ def arrow_family(arrow_type: pa.DataType) -> str:
                          ("string", pa.types.is_large_string), ("binary", pa.types.is_binary),
                          ("binary", pa.types.is_large_binary), ("binary", pa.types.is_fixed_size_binary),
                          ("list", pa.types.is_list), ("list", pa.types.is_large_list),
-                         ("list", pa.types.is_fixed_size_list), ("null", pa.types.is_null)):
+                         ("list", pa.types.is_fixed_size_list), ("struct", pa.types.is_struct),
+                         ("null", pa.types.is_null)):
         if test(arrow_type):
             return family
     return str(arrow_type)

@@ -159,7 +159,16 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         running = np.concatenate([[0], np.cumsum(_column_nbytes(pc.list_flatten(column)))])
         ends = np.cumsum(lengths)
         return running[ends] - running[ends - lengths] + 8
-    return np.full(len(column), max(1, kind.bit_width // 8), dtype=np.int64)
+    if pa.types.is_struct(kind):
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        sizes = [sum((_column_nbytes(field) for field in chunk.flatten()), np.full(len(chunk), 8, dtype=np.int64))
+                 for chunk in chunks]
+        return np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+    try:
+        width = max(1, kind.bit_width // 8)
+    except ValueError:  # not of fixed width, and no kind of ours: a rough 8 bytes
+        width = 8
+    return np.full(len(column), width, dtype=np.int64)
 
 
 def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
