@@ -178,6 +178,15 @@ def check_nullable(nullable: Any) -> bool:
     return bool(nullable)
 
 
+def check_named(features: Mapping[Any, Any], what: str) -> None:
+    """Raises FeatureError unless every name of `features` is a non-empty string and every value a feature."""
+    for name, feature in features.items():
+        if not isinstance(name, str) or not name:
+            raise FeatureError(f"{what} names must be non-empty strings; got {name!r}")
+        if not isinstance(feature, Feature):
+            raise FeatureError(f"{what} {name!r} must be a Feature such as Value('int64'); got {feature!r}")
+
+
 def kind(cls: type[Feature]) -> type[Feature]:
     """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
     _KINDS[cls.__name__] = cls

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, FeatureError
-from beam_shards.features.base import Feature, Invalid, feature_from_dict
+from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
 
@@ -44,11 +44,7 @@ class Features(Mapping[str, Feature]):
         if not features:
             # An Arrow batch without columns has no rows: every example would be lost.
             raise FeatureError("Features needs at least one feature; a cache without columns cannot hold rows")
-        for name, feature in features.items():
-            if not isinstance(name, str) or not name:
-                raise FeatureError(f"feature names must be non-empty strings; got {name!r}")
-            if not isinstance(feature, Feature):
-                raise FeatureError(f"feature {name!r} must be a Feature such as Value('int64'); got {feature!r}")
+        check_named(features, "feature")
         self._features = dict(features)
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)

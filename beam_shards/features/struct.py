@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (Feature, Invalid, check_nullable, feature_from_dict, kind, null_mask,
-                                       restore_nulls)
+from beam_shards.features.base import (Feature, Invalid, check_named, check_nullable, feature_from_dict, kind,
+                                       null_mask, restore_nulls)
 from beam_shards.features.columns import numpy_values
 
 
@@ -44,11 +44,7 @@ class Struct(Feature):
         if not isinstance(fields, Mapping) or not fields:
             raise FeatureError(f"Struct takes a dict of at least one feature, like Struct({{'x': Value('int64')}}); "
                                f"got {fields!r}")
-        for name, feature in fields.items():
-            if not isinstance(name, str) or not name:
-                raise FeatureError(f"Struct field names must be non-empty strings; got {name!r}")
-            if not isinstance(feature, Feature):
-                raise FeatureError(f"Struct field {name!r} must be a feature such as Value('int64'); got {feature!r}")
+        check_named(fields, "Struct field")
         self.fields = dict(fields)
         self.nullable = check_nullable(nullable)
 
