@@ -49,6 +49,8 @@ from pipelines.watch import Tally, Watch
 from pipelines.where import Where
 
 DEFAULT_RUNNER = "FnApiRunner"
+# The file extensions of images, as the pipelines recognise them in paths (lower case).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 _BAD = "bad"
 _WORKER_ERROR = re.compile(r"^(?:pipelines|beam_shards)\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
 

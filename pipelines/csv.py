@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from beam_shards.display import short_repr
-from beam_shards.features import Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value, Video
+from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
+                                  Video)
 from pipelines import common, tabular
 
 _INT = re.compile(r"^[+-]?\d+$")
@@ -69,7 +70,7 @@ def guess_value(cell: str) -> Any:
         return int(cell)
     if _FLOAT.match(cell):
         return float(cell)
-    if cell.startswith("["):
+    if cell.startswith(("[", "{")):
         try:
             return json.loads(cell)
         except json.JSONDecodeError:
@@ -86,9 +87,9 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
     try:
         if isinstance(feature, ClassLabel):
             return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
-        if isinstance(feature, (SequenceFeature, Array)):
+        if isinstance(feature, (SequenceFeature, Array, Struct)):
             value = json.loads(cell)
-            if not isinstance(value, list):
+            if not isinstance(value, dict if isinstance(feature, Struct) else list):
                 raise ValueError
             return value
         if isinstance(feature, Value):
@@ -102,6 +103,8 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
 def _expected(feature: Feature) -> str:
     if isinstance(feature, (SequenceFeature, Array)):
         return "a JSON list"
+    if isinstance(feature, Struct):
+        return "a JSON object"
     return "a class id" if isinstance(feature, ClassLabel) else feature.dtype
 
 

@@ -32,7 +32,7 @@ from beam_shards.storage import fs
 from pipelines import common
 from pipelines.where import Where
 
-DEFAULT_EXTENSIONS = ".jpg,.jpeg,.png,.gif,.webp,.bmp,.tif,.tiff"
+DEFAULT_EXTENSIONS = ",".join(common.IMAGE_EXTENSIONS)
 
 
 def relative_image_path(path: str, prefix: str, extensions: frozenset[str],

@@ -1,9 +1,9 @@
 """What the `jsonl` and `csv` pipelines share: one row per example in index files.
 
-A row holds an image column with a path (relative to the index file, absolute, or a
-URI) and other scalar or list columns. Features are given as a JSON file or inferred
-from the first rows; `--label_column` makes one column a ClassLabel whose classes are
-read from every row. Index files are read whole by one worker each (they hold
+A row holds text, numbers, bools, lists and nested objects, and image columns holding
+paths (relative to the index file, absolute, or a URI). Features are given as a JSON
+file or inferred from the first rows; `--label_column` makes one column a ClassLabel
+whose classes are read from every row. Index files are read whole by one worker each (they hold
 paths, not images); the rows are then spread out, so images are read in parallel.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import apache_beam as beam
 
 from beam_shards.errors import FeatureError
-from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Value
+from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value
 from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
@@ -32,6 +32,7 @@ from pipelines.where import Where
 # into an example for given features (raising ValueError).
 ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
 ToExample = Callable[[Any, Features], dict[str, Any]]
+DEFAULT_IMAGE_COLUMN = "image"
 # num_classes = the largest id + 1 must fit the int64 that ClassLabel ids are stored in.
 _MAX_CLASS_ID = 2**63 - 1
 
@@ -106,60 +107,81 @@ def parent(path: str) -> str:
     return os.path.dirname(path) if fs.is_local(path) else posixpath.dirname(path)
 
 
-def _scalar_feature(column: str, values: list[Any]) -> Feature:
-    kinds = {type(value) for value in values}
+def infer_feature(path: str, values: list[Any]) -> Feature:
+    """The feature of the values found at `path` (a column, a field of one, or the items of
+    lists), nullable at every level: bools, ints (int64), numbers (float64), strings,
+    lists (a Sequence of what their items hold) and objects (a Struct of the union of
+    their keys).
+
+    Raises:
+      FeatureError: values of kinds no one feature holds (ints and strings, lists and
+        numbers...), naming where.
+    """
+    present = [value for value in values if value is not None]
+    kinds = {type(value) for value in present}
+    if not present or kinds == {str}:
+        return Value("string", nullable=True)  # a column null in every row looked at is most often text
     if kinds == {bool}:
-        return Value("bool")
+        return Value("bool", nullable=True)
     if kinds == {int}:
-        return Value("int64")
-    if kinds <= {int, float} and float in kinds:
-        return Value("float64")
-    if kinds == {str}:
-        return Value("string")
+        return Value("int64", nullable=True)
+    if kinds <= {int, float}:
+        return Value("float64", nullable=True)
+    if kinds == {list}:
+        items = [item for value in present for item in value]
+        return SequenceFeature(infer_feature(f"{path}[]", items) if items else Value("float64", nullable=True),
+                               nullable=True)
+    if kinds == {dict}:
+        keys = list(dict.fromkeys(key for value in present for key in value))
+        if not keys:
+            raise FeatureError(f"{path!r} holds only empty objects: declare its feature in a --features file")
+        return Struct({key: infer_feature(f"{path}.{key}", [value.get(key) for value in present]) for key in keys},
+                      nullable=True)
     names = ", ".join(sorted(kind.__name__ for kind in kinds))
-    raise FeatureError(f"column {column!r} holds {names} values: cannot infer one type for it; "
+    raise FeatureError(f"{path!r} holds {names} values: cannot infer one type for it; "
                        "declare its feature in a --features file")
 
 
-def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str],
+def holds_image_paths(values: Iterable[Any]) -> bool:
+    """Whether every value that is there is a path or URI of an image file (and one is there)."""
+    present = [value for value in values if value is not None]
+    return bool(present) and all(isinstance(value, str) and value.lower().endswith(common.IMAGE_EXTENSIONS)
+                                 for value in present)
+
+
+def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str] | None = None,
                    label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
-    """Features for index rows: images for `image_columns`, a ClassLabel for
-    `label_column` (classes from `label_values`), and types inferred for the rest.
+    """Features for index rows: Images for `image_columns`, a ClassLabel for `label_column`
+    (classes from `label_values`), and `infer_feature` for the rest.
+
+    `image_columns` None means the column named `image` when there is one that holds
+    image paths, and none otherwise. Images and the label are nullable only where a
+    row lacks them (a missing image is most often a mistake in the index); every other
+    column is nullable, since inference sees only the first rows and a null after them
+    would otherwise fail the conversion.
 
     Raises:
-      FeatureError: no rows, a column missing, empty, mixed or nested beyond a list.
+      FeatureError: no rows, a named column missing, or a column inference cannot type.
     """
     if not rows:
         raise FeatureError("the input has no rows to infer features from; give --features")  # see _parsed_rows
     columns = list(dict.fromkeys(name for row in rows for name in row))
+    if image_columns is None:
+        image_columns = [name for name in (DEFAULT_IMAGE_COLUMN,)
+                         if name in columns and holds_image_paths(row.get(name) for row in rows)]
     for name in list(image_columns) + ([label_column] if label_column else []):
         if name not in columns:
             raise FeatureError(f"column {name!r} is not in the input (its columns: {', '.join(columns)})")
     features: dict[str, Feature] = {}
     for column in columns:
         values = [row.get(column) for row in rows]
-        present = [value for value in values if value is not None]
-        nullable = len(present) < len(values)
+        nullable = any(value is None for value in values)
         if column in image_columns:
             features[column] = Image(nullable=nullable)
         elif column == label_column:
             features[column] = class_label_of_values(column, label_values, nullable)
-        elif not present:
-            raise FeatureError(f"column {column!r} is empty in the first {len(rows)} rows: "
-                               "cannot infer its type; declare it in a --features file")
-        elif all(isinstance(value, list) for value in present):
-            items = [item for value in present for item in value]
-            if any(item is None or isinstance(item, (list, dict)) for item in items):
-                raise FeatureError(f"column {column!r} holds lists of lists, objects or nulls; "
-                                   "declare its feature in a --features file")
-            item = _scalar_feature(column, items) if items else Value("float64")
-            features[column] = SequenceFeature(item, nullable=nullable)
-        elif any(isinstance(value, (list, dict)) for value in present):
-            raise FeatureError(f"column {column!r} holds objects or a mix of lists and scalars; "
-                               "declare its feature in a --features file")
         else:
-            scalar = _scalar_feature(column, present)
-            features[column] = Value(scalar.dtype, nullable=nullable)
+            features[column] = infer_feature(column, values)
     return Features(features)
 
 
@@ -184,7 +206,8 @@ def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
     parser.add_argument("--features", metavar="FILE",
                         help="a JSON file of the features (as Features.to_dict() gives); inferred when left out")
     parser.add_argument("--image_column", action="append", metavar="NAME",
-                        help="a column of image paths (default: image); repeat it for several")
+                        help="a column of image paths; repeat it for several, or give '' for none (default: the "
+                             "column named image, when it holds image paths)")
     parser.add_argument("--label_column", metavar="NAME",
                         help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
     parser.add_argument("--infer_rows", type=count_flag, default=100, metavar="N",
@@ -278,7 +301,8 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
             parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
         features = common.load_features(parser, args.features)
     else:
-        image_columns = args.image_column or ["image"]
+        # --image_column '' names none; without the flag, `image` if it holds image paths.
+        image_columns = None if args.image_column is None else [name for name in args.image_column if name]
         try:
             labels = [row.get(args.label_column) for row in _parsed_rows(tabular, files)] if args.label_column else []
             first = list(itertools.islice(_parsed_rows(tabular, files), args.infer_rows))

@@ -19,7 +19,7 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloudOptions, StandardOptions
 
-from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata
+from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Struct, Value, read_metadata
 from beam_shards.errors import FeatureError
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
@@ -359,9 +359,10 @@ def test_jsonl_end_to_end_with_inferred_features(manifest_dir, tmp_path):
     out = str(tmp_path / "out")
     manifest = jsonl.run(["--input", str(data / "train.jsonl"), "--output", out, "--label_column", "label"])
     assert manifest.features == Features({
-        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]), "caption": Value("string"),
-        "score": Value("float64"), "count": Value("int64"), "tags": Sequence(Value("string")),
-        "box": Sequence(Value("float64")),
+        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]),
+        "caption": Value("string", nullable=True), "score": Value("float64", nullable=True),
+        "count": Value("int64", nullable=True), "tags": Sequence(Value("string", nullable=True), nullable=True),
+        "box": Sequence(Value("float64", nullable=True), nullable=True),
     })
     got = rows_by(out, "caption")
     assert len(got) == len(rows)
@@ -439,8 +440,9 @@ def test_csv_end_to_end(manifest_dir, tmp_path):
                                  "--compression", "zstd"])
     assert manifest.compression == "zstd"
     assert manifest.features == Features({
-        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]), "caption": Value("string"),
-        "score": Value("float64", nullable=True), "tags": Sequence(Value("string")),
+        "image": Image(nullable=False), "label": ClassLabel(names=["bird", "cat", "dog"]),
+        "caption": Value("string", nullable=True), "score": Value("float64", nullable=True),
+        "tags": Sequence(Value("string", nullable=True), nullable=True),
     })
     got = rows_by(out, "caption")
     assert set(got) == {"a cat, sitting", "a dog", "two\nlines", "a bird"}
@@ -488,8 +490,10 @@ def test_csv_cell_values():
 def test_inference_errors_name_the_column():
     with pytest.raises(FeatureError, match="'x' holds int, str"):
         tabular.infer_features([{"image": "a", "x": 1}, {"image": "b", "x": "one"}], image_columns=["image"])
-    with pytest.raises(FeatureError, match="'x' is empty"):
-        tabular.infer_features([{"image": "a", "x": None}], image_columns=["image"])
+    with pytest.raises(FeatureError, match=r"'m\[\].a' holds int, list"):
+        tabular.infer_features([{"m": [{"a": 1}, {"a": [2]}]}])
+    with pytest.raises(FeatureError, match="'m' holds only empty objects"):
+        tabular.infer_features([{"m": {}}])
     with pytest.raises(FeatureError, match="'picture' is not in the input"):
         tabular.infer_features([{"image": "a"}], image_columns=["picture"])
     features = tabular.infer_features([{"image": "a", "label": 2}, {"image": None, "label": 0}],
@@ -498,11 +502,11 @@ def test_inference_errors_name_the_column():
 
 
 def test_uninferable_manifest_is_a_usage_error(tmp_path, capsys):
-    (tmp_path / "m.jsonl").write_text(json.dumps({"image": "a.jpg", "meta": {"nested": 1}}) + "\n")
+    (tmp_path / "m.jsonl").write_text(json.dumps({"image": "a.jpg", "meta": [1, "two"]}) + "\n")
     with pytest.raises(SystemExit) as exit_info:
         jsonl.run(["--input", str(tmp_path / "m.jsonl"), "--output", str(tmp_path / "out")])
     assert exit_info.value.code == 2
-    assert "'meta'" in capsys.readouterr().err
+    assert "'meta[]' holds int, str" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         jsonl.run(["--input", str(tmp_path / "nothing*.jsonl"), "--output", str(tmp_path / "out")])
     assert "no file matches" in capsys.readouterr().err
@@ -880,3 +884,63 @@ def test_keys_sort_by_input_and_position_and_read_as_the_input():
     keys = [where.Where.at("b.csv", 2, "line"), where.Where.at("a.csv", 10, "line"), where.Where.at("a.csv", 9, "line")]
     assert [str(key) for key in sorted(keys)] == ["a.csv, line 9", "a.csv, line 10", "b.csv, line 2"]
     assert repr(keys[0]) == "'b.csv, line 2'" and str(where.Where("demo", 3)) == "demo, 3"
+
+
+# --- inference of every dataset (issue 26) -------------------------------------------------
+
+@pytest.mark.parametrize("rows, expected", [
+    ([{"text": "a", "n": 1}, {"text": None, "n": 2.5}], {"text": Value("string", nullable=True),
+                                                         "n": Value("float64", nullable=True)}),
+    ([{"ok": True}, {}], {"ok": Value("bool", nullable=True)}),
+    ([{"x": None}], {"x": Value("string", nullable=True)}),  # null in every row looked at
+    ([{"grid": [[1, 2], []]}], {"grid": Sequence(Sequence(Value("int64", nullable=True), nullable=True),
+                                                 nullable=True)}),
+    ([{"m": [{"role": "user", "content": "hi"}]}, {"m": [{"role": "bot", "content": "yo", "lang": "en"}]}],
+     {"m": Sequence(Struct({"role": Value("string", nullable=True), "content": Value("string", nullable=True),
+                            "lang": Value("string", nullable=True)}, nullable=True), nullable=True)}),
+    ([{"meta": {"a": {"b": [1.5]}}}], {"meta": Struct({"a": Struct({"b": Sequence(
+        Value("float64", nullable=True), nullable=True)}, nullable=True)}, nullable=True)}),
+], ids=["text and numbers", "a key left out", "all null", "lists of lists", "chat", "nested objects"])
+def test_inference_types_text_numbers_lists_and_nested_objects(rows, expected):
+    assert tabular.infer_features(rows) == Features(expected)
+
+
+@pytest.mark.parametrize("values, image", [
+    (["a.jpg", "b/c.PNG", None], True), (["a.jpg", "a cat"], False), ([1, 2], False), ([None], False)])
+def test_the_default_image_column_is_an_image_only_when_it_holds_image_paths(values, image):
+    features = tabular.infer_features([{"image": value} for value in values])
+    assert isinstance(features["image"], Image) == image
+
+
+def test_chat_jsonl_text_jsonl_and_iris_csv_convert_with_no_flags(tmp_path):
+    chat = [{"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+             "meta": {"source": "web", "turns": 2}} for i in range(5)]
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps(row) + "\n" for row in chat))
+    (tmp_path / "text.jsonl").write_text("".join(json.dumps({"text": f"doc {i}", "score": i / 2}) + "\n"
+                                                 for i in range(5)))
+    species = ["setosa", "versicolor", "virginica"]
+    (tmp_path / "iris.csv").write_text("sepal_length,sepal_width,petal_length,petal_width,species\n" + "".join(
+        f"5.{i},3.{i},1.4,0.2,{species[i % 3]}\n" for i in range(6)))
+    for name, run in (("chat.jsonl", jsonl.run), ("text.jsonl", jsonl.run), ("iris.csv", csv_pipeline.run)):
+        run(["--input", str(tmp_path / name), "--output", str(tmp_path / name.replace(".", "_"))])
+    assert list(ShardedDataset(str(tmp_path / "chat_jsonl"))) == chat
+    assert ShardedDataset(str(tmp_path / "text_jsonl"))[3] == {"text": "doc 3", "score": 1.5}
+    iris = ShardedDataset(str(tmp_path / "iris_csv"))
+    assert iris[4] == {"sepal_length": 5.4, "sepal_width": 3.4, "petal_length": 1.4, "petal_width": 0.2,
+                       "species": "versicolor"}
+
+
+def test_image_column_empty_names_no_image_column(tmp_path):
+    (tmp_path / "m.jsonl").write_text(json.dumps({"image": "a.jpg", "n": 1}) + "\n")
+    manifest = jsonl.run(["--input", str(tmp_path / "m.jsonl"), "--output", str(tmp_path / "out"),
+                          "--image_column", ""])
+    assert manifest.features["image"] == Value("string", nullable=True)
+    assert ShardedDataset(str(tmp_path / "out"))[0] == {"image": "a.jpg", "n": 1}
+
+
+def test_csv_cells_of_json_objects_and_lists_become_structs_and_sequences(tmp_path):
+    (tmp_path / "m.csv").write_text('id,meta,tags\n1,"{""a"": 1, ""b"": [""x""]}","[1, 2]"\n2,,[]\n')
+    manifest = csv_pipeline.run(["--input", str(tmp_path / "m.csv"), "--output", str(tmp_path / "out")])
+    assert isinstance(manifest.features["meta"], Struct)
+    assert list(ShardedDataset(str(tmp_path / "out"))) == [
+        {"id": 1, "meta": {"a": 1, "b": ["x"]}, "tags": [1, 2]}, {"id": 2, "meta": None, "tags": []}]
