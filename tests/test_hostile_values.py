@@ -8,6 +8,8 @@ instead of stalling the suite.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import os
 import re
 from collections.abc import Callable
@@ -170,6 +172,17 @@ ENCODE_CASES = [
      ACCEPTED),
     ("an array in a struct", Struct({"a": Array((2,), "float32")}), {"a": [1.0, 2.0]}, ACCEPTED),
     ("a short array in a struct", Struct({"a": Array((2,), "float32")}), {"a": [1.0]}, REFUSED),
+    ("a date", Value("date32"), datetime.date(2026, 11, 25), ACCEPTED),
+    ("a string as a date", Value("date32"), "2026-11-25", REFUSED),
+    ("a time zone's timestamp", Value("timestamp[us, tz=UTC]"),
+     datetime.datetime(2026, 11, 25, 12, tzinfo=datetime.timezone.utc), ACCEPTED),
+    ("an int as a timestamp", Value("timestamp[s]"), 1_700_000_000, REFUSED),
+    ("a duration", Value("duration[ms]"), datetime.timedelta(seconds=1.5), ACCEPTED),
+    ("a decimal", Value("decimal128(5, 2)"), decimal.Decimal("123.45"), ACCEPTED),
+    ("a decimal past its precision", Value("decimal128(5, 2)"), decimal.Decimal("12345.6"), REFUSED),
+    ("a float as a decimal", Value("decimal128(5, 2)"), 1.5, REFUSED),
+    ("large_string", Value("large_string"), "text", ACCEPTED),
+    ("invalid UTF-8 as large_string", Value("large_string"), b"\xff", REFUSED),
 ]
 
 

@@ -296,6 +296,9 @@ def arrow_family(arrow_type: pa.DataType) -> str:
                          ("binary", pa.types.is_large_binary), ("binary", pa.types.is_fixed_size_binary),
                          ("list", pa.types.is_list), ("list", pa.types.is_large_list),
                          ("list", pa.types.is_fixed_size_list), ("struct", pa.types.is_struct),
+                         ("date", pa.types.is_date), ("time", pa.types.is_time),
+                         ("timestamp", pa.types.is_timestamp), ("duration", pa.types.is_duration),
+                         ("decimal", pa.types.is_decimal),
                          ("null", pa.types.is_null)):
         if test(arrow_type):
             return family

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,32 +20,70 @@ _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name
 # strings that are not UTF-8 too. float16 and float32 have none: a float is rounded to
 # them only after `cast_safely` checks it.
 _PLAIN_TYPES = {**dict.fromkeys(INT_DTYPES, int), "float64": float, "bool": bool, "string": str, "binary": bytes}
+_LARGE = {"large_string": "string", "large_binary": "binary"}
+_UNIT = re.compile(r"^(time32|time64|duration)\[(s|ms|us|ns)\]$")
+_TIMESTAMP = re.compile(r"^timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]$")
+_DECIMAL = re.compile(r"^(decimal128|decimal256)\((\d+), ?(-?\d+)\)$")
+
+
+def temporal_type(dtype: str) -> pa.DataType | None:
+    """The Arrow type of a date, time, timestamp, duration or decimal dtype, spelled as Hugging
+    Face datasets spells them (`date32`, `time64[us]`, `timestamp[ns, tz=UTC]`,
+    `duration[ms]`, `decimal128(10, 2)`); None for any other."""
+    if not isinstance(dtype, str):
+        return None
+    if dtype in ("date32", "date64"):
+        return pa.date32() if dtype == "date32" else pa.date64()
+    try:
+        if match := _UNIT.match(dtype):
+            return {"time32": pa.time32, "time64": pa.time64, "duration": pa.duration}[match[1]](match[2])
+        if match := _TIMESTAMP.match(dtype):
+            stamp = pa.timestamp(match[1], tz=match[2])
+            pa.scalar(0, type=stamp).as_py()  # an unknown time zone fails here, not when a row is read
+            return stamp
+        if match := _DECIMAL.match(dtype):
+            return (pa.decimal128 if match[1] == "decimal128" else pa.decimal256)(int(match[2]), int(match[3]))
+    except (ValueError, KeyError, pa.ArrowException):  # time32[us], decimal128(99, 0), an unknown time zone...
+        return None
+    return None
 
 
 @kind
 class Value(Feature):
-    """A scalar: bool, int8..int64, uint8..uint64, float16/32/64, string or binary.
+    """A scalar: bool, int8..int64, uint8..uint64, float16/32/64, string or binary (and
+    large_string, large_binary, stored alike), or a date, time, timestamp, duration or
+    decimal as Hugging Face datasets names them (`temporal_type`).
 
     Ints must fit the dtype (no wrap-around), and neither bools nor floats are taken
     as ints. Strings are stored as UTF-8 (`bytes` that are valid UTF-8 are accepted).
+    Dates, times and the rest take Python's own types (`datetime`, `date`, `time`,
+    `timedelta`, `Decimal`) or numpy datetimes, never numbers or strings (their unit
+    or format would be a guess), and come back as Python's.
 
     Args:
-      dtype: one of `VALUE_DTYPES`.
+      dtype: one of `VALUE_DTYPES`, large_string, large_binary, or a `temporal_type`.
       nullable: whether None is a valid value.
     """
 
     def __init__(self, dtype: str, *, nullable: bool = False):
-        if dtype not in VALUE_DTYPES:
-            raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}; got {dtype!r}")
+        if not isinstance(dtype, str) or (dtype not in VALUE_DTYPES and dtype not in _LARGE
+                                          and temporal_type(dtype) is None):
+            raise FeatureError(f"Value dtype must be one of {', '.join(VALUE_DTYPES)}, large_string, large_binary, "
+                               f"date32, date64, time32[s|ms], time64[us|ns], timestamp[UNIT] or "
+                               f"timestamp[UNIT, tz=ZONE], duration[UNIT] or decimal128(P, S); got {dtype!r}")
         self.dtype = dtype
         self.nullable = check_nullable(nullable)
-        self.plain_type = _PLAIN_TYPES.get(dtype)
+        self._stored = _LARGE.get(dtype, dtype)  # large_string is encoded and stored as string is
+        self._temporal = temporal_type(dtype)
+        self.plain_type = _PLAIN_TYPES.get(self._stored)
 
     def arrow_type(self) -> pa.DataType:
-        if self.dtype == "string":
+        if self._stored == "string":
             return pa.large_string()
-        if self.dtype == "binary":
+        if self._stored == "binary":
             return pa.large_binary()
+        if self._temporal is not None:
+            return self._temporal
         return pa.from_numpy_dtype(np.dtype(self.dtype))
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,7 +97,16 @@ class Value(Feature):
         return f"Value({self.dtype!r}{self._nullable_repr()})"
 
     def encode(self, value: Any, field: str) -> Any:
-        dtype = self.dtype
+        dtype = self._stored
+        if self._temporal is not None:
+            if isinstance(value, (bool, int, float, str, np.bool_, np.integer, np.floating)):
+                # A number's unit, or a string's format, would be a guess (an Arrow column of them is refused too).
+                raise self._fail(f"expected a date, time, datetime, timedelta or Decimal for {dtype}", field, value)
+            try:
+                pa.scalar(value, type=self._temporal)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
+                raise self._fail(f"cannot be stored as {dtype}: {error}", field, value) from None
+            return value
         if dtype in _INT_RANGES:
             if type(value) is not int:
                 value = self._as_int(value, field)
@@ -87,7 +135,7 @@ class Value(Feature):
 
     def _batch_sources(self) -> tuple[str, ...]:
         return {"float16": ("int", "float"), "float32": ("int", "float"), "float64": ("int", "float"),
-                "string": ("string", "binary")}.get(self.dtype, (arrow_family(self.arrow_type()),))
+                "string": ("string", "binary")}.get(self._stored, (arrow_family(self.arrow_type()),))
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
         if self.dtype not in NUMERIC_DTYPES:
