@@ -30,6 +30,8 @@ setuptools.setup(
         # conditional commit uses too).
         "s3": ["apache-beam[aws]"],
         "gcs": ["apache-beam[gcp]"],
+        # from_hf, ShardedDataset.to_hf() and HF features (beam_shards.hf).
+        "hf": ["datasets>=4"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
@@ -44,6 +46,10 @@ setuptools.setup(
             "google-crc32c>=1.5",
             # An independent TFRecord writer (not TensorFlow) for tests/test_tfrecord.py.
             "tfrecord>=1.14.6",
+            # Hugging Face round trips (tests/test_hf.py), and the readers README's recipes name.
+            "datasets>=4",
+            "polars>=1",
+            "duckdb>=1",
             # Object stores (tests/_stores.py): moto's S3 server and fake-gcs-server, with
             # the clients Beam's S3 and GCS filesystems need (not all of Beam's gcp extra).
             "apache-beam[aws]",

@@ -9,11 +9,12 @@ from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
                                 StoreAccessError, VersionNotFoundError, WriteInProgressError)
-from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence, Struct, Value, Video,
-                                  encode_example)
-from beam_shards.format.catalog import list_versions, read_metadata
+from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Sequence, Struct, Value,
+                                  Video, encode_example)
+from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import Manifest, ShardInfo
+from beam_shards.hf import from_hf, from_hf_features, to_hf_features
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.sampler import ShardedSampler
@@ -42,11 +43,12 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "__version__", "abandon", "Array", "ArrowBackend", "BeamShardsError", "CacheError", "CacheExistsError",
+    "__version__", "abandon", "Array", "ArrowBackend", "Audio", "BeamShardsError", "CacheError", "CacheExistsError",
     "CacheNotFoundError", "ClassLabel", "collect_garbage", "CorruptCacheError", "EmptyWriteError", "encode_example",
-    "EncodeError", "Feature", "FeatureError", "Features", "Image", "list_versions", "Manifest", "new_write_id",
-    "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata", "ReadAllFromArrowShards",
-    "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "ShardedDataLoader", "ShardedDataset",
-    "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct", "Value", "verify", "VerifyReport",
-    "VersionNotFoundError", "Video", "write_shards", "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
+    "EncodeError", "Feature", "FeatureError", "Features", "from_hf", "from_hf_features", "Image", "list_versions",
+    "Manifest", "new_write_id", "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata",
+    "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "shard_paths",
+    "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct",
+    "to_hf_features", "Value", "verify", "VerifyReport", "VersionNotFoundError", "Video", "write_shards",
+    "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
 ]

@@ -3,7 +3,7 @@
 A `Features` object (`schema`) is the schema of a cache: a name for each column and
 its feature kind. Each kind lives in its own module, with how it checks, encodes,
 decodes and describes values, its Arrow type and its JSON form: `Value` and `ClassLabel`
-(`value`), `Image` and `Video` (`files`), `Array` (`array`), `Sequence` (`sequence`)
+(`value`), `Image`, `Video` and `Audio` (`files`), `Array` (`array`), `Sequence` (`sequence`)
 and `Struct` (`struct`); `base` holds what they share.
 
 Example:
@@ -23,13 +23,13 @@ Example:
 
 from beam_shards.features.array import Array
 from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, feature_from_dict
-from beam_shards.features.files import Image, Video
+from beam_shards.features.files import Audio, Image, Video
 from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example
 from beam_shards.features.sequence import Sequence
 from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value
 
 __all__ = [
-    "Array", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "Struct", "VALUE_DTYPES",
+    "Array", "Audio", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "Struct", "VALUE_DTYPES",
     "Value", "Video", "cast_safely", "encode_example", "feature_from_dict",
 ]

@@ -1,7 +1,9 @@
-"""Encoded files: `Image` and `Video`, kept as the file's bytes in a `large_binary` column.
+"""Encoded files: `Image`, `Video` and `Audio`, kept as the file's bytes in a `large_binary` column.
 
 A path or URI given as a value is read through `fs` (local paths, `file://`, and any
-scheme Beam's FileSystems knows, such as gs:// and s3://), byte for byte.
+scheme Beam's FileSystems knows, such as gs:// and s3://), byte for byte. A dict
+`{"bytes": ..., "path": ...}`, and an Arrow struct column of them, is a file as Hugging
+Face datasets store one: its bytes, or the file at its path when it has none.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.display import human_size
+from beam_shards.errors import FeatureError
 from beam_shards.features import image_check, image_codec
 from beam_shards.features.base import Feature, Invalid, check_nullable, kind
 from beam_shards.features.columns import binary_values, null_flags, row_getter
@@ -59,9 +62,14 @@ class _EncodedFile(Feature):
         given alone (`encode`) and for each row of a column (`check_array`)."""
         raise NotImplementedError
 
+    _expected = "expected the file's bytes or a path"  # what `_to_bytes` says of a value it cannot take
+
     def _to_bytes(self, value: Any) -> bytes:
         """The file's bytes that `value` gives; raises ValueError or OSError."""
-        raise NotImplementedError
+        data = self._bytes_or_file(value)
+        if data is None:
+            raise ValueError(self._expected)
+        return data
 
     def _check_values(self, array: pa.Array, field: str) -> None:
         for row, data in enumerate(array.to_pylist()):
@@ -71,8 +79,39 @@ class _EncodedFile(Feature):
                 except ValueError as error:
                     raise Invalid(str(error), field, self, data, row) from None
 
+    def _batch_sources(self) -> tuple[str, ...]:
+        return ("binary", "struct")
+
+    def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        if pa.types.is_struct(array.type):
+            array = self._struct_bytes(array, field)
+        return super()._cast_array(array, field)
+
+    def _struct_bytes(self, array: pa.StructArray, field: str) -> pa.Array:
+        """The bytes of a column of `{bytes, path}` structs (Hugging Face's storage), each file
+        without bytes read from its path."""
+        names = [array.type.field(i).name for i in range(array.type.num_fields)]
+        if "bytes" not in names or not set(names) <= {"bytes", "path"}:
+            raise Invalid(f"a struct column of fields {', '.join(names)} cannot hold {self!r} values (a struct "
+                          "of bytes and path can)", field, self, None)
+        values = []
+        for row, item in enumerate(array.to_pylist()):
+            try:
+                values.append(None if item is None else self._hf_bytes(item))
+            except (ValueError, OSError) as error:
+                raise Invalid(str(error), field, self, item, row) from None
+        return pa.array(values, pa.large_binary())
+
+    def _hf_bytes(self, value: Mapping[str, Any]) -> bytes:
+        if value.get("bytes") is not None:
+            return bytes(value["bytes"])
+        if value.get("path") is not None:
+            return fs.read_bytes(value["path"])
+        raise ValueError(f"{type(self).__name__.lower()} dict has neither bytes nor path")
+
     def _bytes_or_file(self, value: Any) -> bytes | None:
-        """`value` itself when it is bytes, the file it names when it is a path or URI, else None.
+        """`value` itself when it is bytes, the file it names when it is a path or URI, or the
+        bytes (else the file) of a `{"bytes", "path"}` dict; else None.
 
         Raises:
           OSError: the file cannot be read.
@@ -81,6 +120,8 @@ class _EncodedFile(Feature):
             return bytes(value)
         if isinstance(value, (str, os.PathLike)):
             return fs.read_bytes(value)
+        if isinstance(value, Mapping) and ("bytes" in value or "path" in value):
+            return self._hf_bytes(value)
         return None
 
 
@@ -131,12 +172,6 @@ class Image(_EncodedFile):
         data = self._bytes_or_file(value)
         if data is not None:
             return data
-        if isinstance(value, Mapping) and ("bytes" in value or "path" in value):
-            if value.get("bytes") is not None:
-                return bytes(value["bytes"])
-            if value.get("path") is not None:
-                return fs.read_bytes(value["path"])
-            raise ValueError("image dict has neither bytes nor path")
         if isinstance(value, np.ndarray):
             return image_codec.encode_array(value)
         if type(value).__module__.startswith("PIL."):
@@ -148,15 +183,45 @@ class Image(_EncodedFile):
 class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
 
+    _expected = "expected video bytes or a path"
+
     def check_bytes(self, data: bytes) -> None:
         if not data:
             raise ValueError("empty video")
 
-    def _to_bytes(self, value: Any) -> bytes:
-        data = self._bytes_or_file(value)
-        if data is None:
-            raise ValueError("expected video bytes or a path")
-        return data
-
     def _describe(self, value: bytes, limit: int) -> str:
         return f"video, {human_size(len(value))}"
+
+
+@kind
+class Audio(_EncodedFile):
+    """An encoded audio file (WAV, FLAC, MP3...), stored as its bytes: give the bytes, a path or
+    URI, or a `{"bytes", "path"}` dict as Hugging Face datasets store audio.
+
+    Decoding is left to the reader (`soundfile`, `torchaudio`...): the bytes come back as they went in.
+
+    Args:
+      sampling_rate: the rate the audio is meant to be read at (kept as metadata), or None.
+      nullable: whether None is a valid value.
+    """
+
+    def __init__(self, sampling_rate: int | None = None, *, nullable: bool = True):
+        if sampling_rate is not None and (isinstance(sampling_rate, bool) or not isinstance(sampling_rate, int)
+                                          or sampling_rate < 1):
+            raise FeatureError(f"Audio sampling_rate must be a positive int or None; got {sampling_rate!r}")
+        super().__init__(nullable=nullable)
+        self.sampling_rate = sampling_rate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Audio", "sampling_rate": self.sampling_rate, "nullable": self.nullable}
+
+    def __repr__(self) -> str:
+        rate = "" if self.sampling_rate is None else f"sampling_rate={self.sampling_rate}"
+        return f"Audio({', '.join(filter(None, [rate, self._nullable_repr().lstrip(', ')]))})"
+
+    _expected = ("expected encoded audio: bytes, a path, or a {bytes, path} dict (decoded samples must be "
+                 "encoded, as WAV or FLAC, first)")
+
+    def check_bytes(self, data: bytes) -> None:
+        if not data:
+            raise ValueError("empty audio file")

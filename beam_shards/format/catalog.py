@@ -187,3 +187,20 @@ def _ranges(numbers: list[int]) -> str:
             parts.append(str(start) if start == n else f"{start}-{n}")
             start = None
     return ", ".join(parts)
+
+
+def shard_paths(path: str, version: int | None = None) -> list[str]:
+    """The shard files of one version of the cache at `path` (the latest by default), in row order.
+
+    A glob of the folder would also find the shards of older versions that retention
+    keeps; these are what Polars, DuckDB or `pyarrow.dataset` should read.
+
+    Example:
+        >>> import pyarrow.dataset as pads  # doctest: +SKIP
+        >>> pads.dataset(shard_paths("/tmp/my_cache"), format="arrow").count_rows()  # doctest: +SKIP
+
+    Raises:
+      CacheNotFoundError, VersionNotFoundError, CorruptCacheError: as `read_metadata`.
+    """
+    manifest = read_metadata(path, version=version, check_files=False)
+    return [manifest.shard_path(index) for index in range(manifest.num_shards)]

@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from beam_shards.errors import FeatureError
-from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature
+from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct
+from beam_shards.features.hf import hf_array_storage, to_hf_dict
 from beam_shards.features.decode import check_image_mode
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
@@ -135,6 +137,40 @@ class ShardedDataset:
         for index in self._indices:
             yield self._read(int(index))
 
+    def to_hf(self) -> Any:
+        """These rows (this view's, of its columns) as a Hugging Face `datasets.Dataset` whose
+        features are the equals of these (`beam_shards.features.hf`).
+
+        The shards are read memory-mapped, and columns Hugging Face stores as this cache
+        does are not copied; Image, Audio, Video and Array columns, strings and lists
+        are cast to Hugging Face's storage types, a copy of those columns.
+
+        Example:
+            >>> ShardedDataset("/tmp/my_cache").to_hf().features  # doctest: +SKIP
+
+        Raises:
+          ImportError: Hugging Face datasets is not installed (pip install 'beam_shards[hf]').
+          FeatureError: a feature with no equal in Hugging Face datasets.
+        """
+        import datasets
+        from datasets.table import InMemoryTable, table_cast
+
+        hf = datasets.Features.from_dict(to_hf_dict(Features({name: self._features[name] for name in self._columns})))
+        indices = self._indices
+        if isinstance(indices, range) and indices.step == 1:
+            table = self._backend.slice(indices.start, len(indices))
+        else:
+            table = self._backend.take(np.asarray(indices, dtype=np.int64))
+        table = table.select(list(self._columns)).replace_schema_metadata(None)
+        for index, name in enumerate(table.column_names):
+            feature, target = self._features[name], hf.arrow_schema.field(name).type
+            if isinstance(feature, Array) and isinstance(target, pa.ExtensionType):
+                column = table.column(index).combine_chunks()
+                table = table.set_column(index, name, pa.ExtensionArray.from_storage(
+                    target, hf_array_storage(column, feature).cast(target.storage_type)))
+        return datasets.Dataset(InMemoryTable(table_cast(table, hf.arrow_schema)),
+                                info=datasets.DatasetInfo(features=hf))
+
     def _global(self, positions: np.ndarray) -> np.ndarray:
         if isinstance(self._indices, range):
             r = self._indices
@@ -163,6 +199,8 @@ def _may_hold_arrays(feature: Feature, image_mode: str) -> bool:
     """Whether values of `feature` decode to numpy arrays (at any depth) in `image_mode`."""
     if isinstance(feature, SequenceFeature):
         return _may_hold_arrays(feature.feature, image_mode)
+    if isinstance(feature, Struct):
+        return any(_may_hold_arrays(field, image_mode) for field in feature.fields.values())
     return isinstance(feature, Array) or (isinstance(feature, Image) and image_mode == "numpy")
 
 
@@ -172,4 +210,6 @@ def _writable(value: Any) -> Any:
         return value if value.flags.writeable else value.copy()
     if isinstance(value, list):
         return [_writable(item) for item in value]
+    if isinstance(value, dict):
+        return {name: _writable(item) for name, item in value.items()}
     return value
