@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from beam_shards.features import Features
-from beam_shards.features.hf import from_hf_dict, to_hf_dict
+from beam_shards.features.hf import from_hf_dict, storage_schema, to_hf_dict
 from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from beam_shards.write import write_shards
@@ -88,20 +88,4 @@ def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[st
 def _batches(dataset: Any) -> Iterator[pa.Table]:
     """The dataset's rows as Arrow tables, Hugging Face's extension arrays as their storage."""
     for table in dataset.with_format("arrow").iter(batch_size=_BATCH_ROWS):
-        yield table.cast(pa.schema([field.with_type(_storage_type(field.type)) for field in table.schema]))
-
-
-def _storage_type(arrow_type: pa.DataType) -> pa.DataType:
-    """`arrow_type` with every extension type in it (Hugging Face's ArrayND) replaced by its storage type."""
-    if isinstance(arrow_type, pa.ExtensionType):
-        return _storage_type(arrow_type.storage_type)
-    if pa.types.is_struct(arrow_type):
-        return pa.struct([arrow_type.field(i).with_type(_storage_type(arrow_type.field(i).type))
-                          for i in range(arrow_type.num_fields)])
-    if pa.types.is_fixed_size_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)), arrow_type.list_size)
-    if pa.types.is_large_list(arrow_type):
-        return pa.large_list(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
-    if pa.types.is_list(arrow_type):
-        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
-    return arrow_type
+        yield table.cast(storage_schema(table.schema))

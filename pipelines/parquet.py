@@ -1,8 +1,11 @@
-"""Parquet files into a cache, such as a dataset exported from the Hugging Face hub.
+"""Parquet files into a cache, such as a dataset exported from the Hugging Face hub, or a
+folder Hugging Face's `Dataset.save_to_disk` wrote.
 
 Images stored as a struct of `bytes` and `path` (the Hugging Face layout) become Image
 columns; the Hugging Face features in the file's metadata (class names included) are
-used when present, and otherwise features follow the Arrow types. Files are split by
+used when present (`beam_shards.features.hf` maps them), and otherwise features follow
+the Arrow types, structs and lists included. `--label_column` makes a column of class
+names or ids a ClassLabel of the classes in all rows. Files are split by
 row group, so many workers share one large file, and a row group is read in record
 batches of bounded size. A batch whose columns already fit the features goes to the
 sink whole; any other is read row by row. Errors name the file and the row.
@@ -22,8 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_shards.errors import FeatureError
-from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
-                                  Sequence as SequenceFeature, Value, Video)
+from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
+from beam_shards.features.base import NUMERIC_DTYPES
+from beam_shards.features.hf import from_hf_dict, storage_schema
+from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
@@ -47,7 +52,7 @@ def feature_from_arrow(name: str, arrow_type: pa.DataType, nullable: bool = Fals
     """The feature of a Parquet column from its Arrow type.
 
     Raises:
-      FeatureError: no feature holds values of this type (a timestamp, a map...); names
+      FeatureError: no feature holds values of this type (a map, an interval...); names
         the column and its type, and says what works instead.
     """
     feature = _feature_of_type(arrow_type, nullable)
@@ -55,7 +60,7 @@ def feature_from_arrow(name: str, arrow_type: pa.DataType, nullable: bool = Fals
         raise FeatureError(
             f"column {name!r} has Arrow type {arrow_type}, which no feature can hold: leave the column out "
             "with --columns (listing the columns to keep), or cast it upstream to a type that maps "
-            "(string, integer, floating point, bool, binary, or lists of them)")
+            "(numbers, bools, strings, binary, dates and times, decimals, lists and structs of them)")
     return feature
 
 
@@ -72,55 +77,56 @@ def _feature_of_type(arrow_type: pa.DataType, nullable: bool) -> Feature | None:
         return Value(str(arrow_type), nullable=nullable)
     if pa.types.is_floating(arrow_type):
         return Value(f"float{arrow_type.bit_width}", nullable=nullable)
+    if pa.types.is_date(arrow_type):
+        return Value("date32" if pa.types.is_date32(arrow_type) else "date64", nullable=nullable)
+    if temporal_type(str(arrow_type)) == arrow_type:  # times, timestamps, durations, decimals
+        return Value(str(arrow_type), nullable=nullable)
     if pa.types.is_fixed_size_list(arrow_type):
         item = _feature_of_type(arrow_type.value_type, False)
-        if isinstance(item, Value) and item.dtype not in ("string", "binary"):
+        if isinstance(item, Value) and item.dtype in NUMERIC_DTYPES:
             return Array((arrow_type.list_size,), item.dtype, nullable=nullable)
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
         item = _feature_of_type(arrow_type.value_type, arrow_type.value_field.nullable)
         return None if item is None else SequenceFeature(item, nullable=nullable)
-    return None
-
-
-def feature_from_hf(spec: Any, nullable: bool = False) -> Feature | None:
-    """Our feature for a Hugging Face feature spec, or None when there is no direct match."""
-    if isinstance(spec, list) and len(spec) == 1:
-        spec = {"_type": "Sequence", "feature": spec[0]}
-    if not isinstance(spec, Mapping):
-        return None
-    kind = spec.get("_type")
-    if kind == "Image":
-        return Image()
-    if kind == "ClassLabel" and spec.get("names"):
-        return ClassLabel(names=list(spec["names"]), nullable=nullable)
-    if kind == "Value":
-        dtype = {"large_string": "string", "large_binary": "binary"}.get(spec.get("dtype"), spec.get("dtype"))
-        return Value(dtype, nullable=nullable) if dtype in VALUE_DTYPES else None
-    if kind in ("Sequence", "List") and spec.get("length", -1) == -1:
-        item = feature_from_hf(spec.get("feature"), nullable=True)
-        return SequenceFeature(item, nullable=nullable) if item is not None else None
+    if pa.types.is_struct(arrow_type) and arrow_type.num_fields:
+        fields = {field.name: _feature_of_type(field.type, field.nullable) for field in arrow_type}
+        return None if None in fields.values() else Struct(fields, nullable=nullable)
     return None
 
 
 def infer_features(schema: pa.Schema, columns: Sequence[str] | None = None) -> Features:
     """Features for a Parquet schema (only `columns` of it, in that order, when given):
-    its Hugging Face features where they map, Arrow types elsewhere.
+    its Hugging Face features where they map (`beam_shards.features.hf`), Arrow types elsewhere.
 
     Raises:
       FeatureError: a column of a type no feature holds.
     """
-    hf: Mapping[str, Any] = {}
-    if schema.metadata and _HF_METADATA_KEY in schema.metadata:
-        try:
-            hf = json.loads(schema.metadata[_HF_METADATA_KEY]).get("info", {}).get("features", {}) or {}
-        except (ValueError, AttributeError):
-            hf = {}
+    hf = hf_features_of(schema.metadata)
     features = {}
     for field in (schema.field(name) for name in columns) if columns else schema:
-        mapped = feature_from_hf(hf.get(field.name), field.nullable)
-        features[field.name] = mapped if mapped is not None else feature_from_arrow(field.name, field.type,
-                                                                                     field.nullable)
+        features[field.name] = _from_hf(field.name, hf) or feature_from_arrow(field.name, field.type, field.nullable)
     return Features(features)
+
+
+def hf_features_of(metadata: Mapping[bytes, bytes] | None) -> Mapping[str, Any]:
+    """The Hugging Face features (dict form) an Arrow schema's metadata holds, or none."""
+    if not metadata or _HF_METADATA_KEY not in metadata:
+        return {}
+    try:
+        features = json.loads(metadata[_HF_METADATA_KEY]).get("info", {}).get("features", {})
+    except (ValueError, AttributeError):
+        return {}
+    return features if isinstance(features, Mapping) else {}
+
+
+def _from_hf(name: str, hf: Mapping[str, Any]) -> Feature | None:
+    """Our equal of the Hugging Face feature of column `name`, or None (no such feature, or no equal)."""
+    if name not in hf:
+        return None
+    try:
+        return from_hf_dict({name: hf[name]})[name]
+    except FeatureError:
+        return None
 
 
 def read_schema(path: str) -> pa.Schema:
@@ -174,6 +180,26 @@ def _examples(batch: pa.RecordBatch, path: str, first: int, features: Features) 
                {name: tabular.resolve_paths(value, features[name], base) for name, value in row.items()})
 
 
+class _ReadArrowStreamFn(beam.DoFn):
+    """Reads one Arrow stream file of a saved Hugging Face dataset in batches of at most `batch_size` rows."""
+
+    def __init__(self, features: Features, batch_size: int):
+        self._features = features
+        self._batch_size = batch_size
+
+    def process(self, path: str) -> Iterator[tuple[Where, Any]]:
+        first = 0
+        with fs.open_read(path) as handle:
+            for whole in pa.ipc.open_stream(handle):
+                table = pa.Table.from_batches([whole]).cast(storage_schema(whole.schema)).select(list(self._features))
+                for start in range(0, table.num_rows, self._batch_size):
+                    batch = table.slice(start, self._batch_size).combine_chunks().to_batches()[0]
+                    where = Where(path, first, f"{path}, rows {first} to {first + batch.num_rows - 1}")
+                    yield where, common.Rows(as_feature_columns(batch, self._features),
+                                             functools.partial(_examples, batch, path, first, self._features))
+                    first += batch.num_rows
+
+
 class _ReadRowGroupFn(beam.DoFn):
     """Reads one row group in record batches of bounded size, each as a `common.Rows`."""
 
@@ -204,13 +230,50 @@ def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "parquet", "Re-shard Parquet files (e.g. a Hugging Face hub export) into a cache.")
     parser.add_argument("--input", required=True, metavar="PATTERN",
-                        help="a Parquet file or a glob pattern of several (local, gs://...), like data/train-*.parquet")
+                        help="a Parquet file or a glob pattern of several (local, gs://...), like data/train-*.parquet, "
+                             "or a folder Hugging Face's Dataset.save_to_disk wrote")
     parser.add_argument("--features", metavar="FILE",
                         help="a JSON file of the features (as Features.to_dict() gives); by default they come "
                              "from the first file's Hugging Face metadata and Arrow schema")
     parser.add_argument("--columns", metavar="NAME", nargs="+",
                         help="only these columns (default: all); leaves out a column of a type no feature holds")
+    parser.add_argument("--label_column", metavar="NAME",
+                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
     return parser
+
+
+def saved_dataset(folder: str) -> tuple[list[str], Mapping[str, Any]] | None:
+    """The Arrow files and Hugging Face features (dict form) of a folder `Dataset.save_to_disk`
+    wrote; None when `folder` is not one.
+
+    Raises:
+      FeatureError: a `DatasetDict` folder (one split's folder is an input), or a
+        folder whose state or info names no files or features.
+    """
+    if fs.exists(fs.join(folder, "dataset_dict.json")):
+        splits = json.loads(fs.read_bytes(fs.join(folder, "dataset_dict.json"))).get("splits", [])
+        raise FeatureError(f"a DatasetDict folder (splits {', '.join(map(str, splits))}): give one split's folder, "
+                           f"like {fs.join(folder, str(splits[0]) if splits else 'train')}")
+    if not fs.exists(fs.join(folder, "state.json")):
+        return None
+    state = json.loads(fs.read_bytes(fs.join(folder, "state.json")))
+    info = json.loads(fs.read_bytes(fs.join(folder, "dataset_info.json")))
+    files = [fs.join(folder, entry["filename"]) for entry in state.get("_data_files", [])]
+    if not files or not isinstance(info.get("features"), Mapping):
+        raise FeatureError("its state.json names no data files, or its dataset_info.json no features")
+    return files, info["features"]
+
+
+def _column_values(files: list[str], name: str, saved: Any) -> list[Any]:
+    """Every value of column `name` in `files` (Parquet, or the Arrow streams of a saved dataset)."""
+    values: list[Any] = []
+    for path in files:
+        with fs.open_read(path) as handle:
+            if saved:
+                values += [v for batch in pa.ipc.open_stream(handle) for v in batch.column(name).to_pylist()]
+            else:
+                values += pq.read_table(handle, columns=[name]).column(name).to_pylist()
+    return values
 
 
 def _check_columns(parser: argparse.ArgumentParser, columns: Sequence[str] | None, available: Sequence[str]) -> None:
@@ -223,12 +286,24 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
-    files = common.input_files(parser, args.input)
+    try:
+        saved = saved_dataset(common.input_uri(args.input))
+    except (FeatureError, OSError, ValueError) as error:
+        parser.error(f"--input {args.input}: {error}")
+    files = saved[0] if saved else common.input_files(parser, args.input)
     if args.features:
+        if args.label_column:
+            parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
         features = common.load_features(parser, args.features)
         _check_columns(parser, args.columns, list(features))
         if args.columns:
             features = Features({name: features[name] for name in args.columns})
+    elif saved:
+        _check_columns(parser, args.columns, list(saved[1]))
+        try:
+            features = from_hf_dict({name: saved[1][name] for name in args.columns or saved[1]})
+        except FeatureError as error:
+            parser.error(f"cannot map the features of {args.input}: {error}")
     else:
         try:
             schema = read_schema(files[0])
@@ -239,8 +314,21 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
             features = infer_features(schema, args.columns)
         except FeatureError as error:
             parser.error(f"cannot infer the features of {files[0]}: {error}")
+    if args.label_column:
+        if args.label_column not in features:
+            parser.error(f"--label_column: no column {args.label_column!r} (there are: {', '.join(features)})")
+        try:
+            label = tabular.class_label_of_values(args.label_column, _column_values(files, args.label_column, saved),
+                                                  features[args.label_column].nullable)
+        except FeatureError as error:
+            parser.error(str(error))
+        features = Features({**features, args.label_column: label})
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
+        if saved:
+            return (pipeline
+                    | "Files" >> beam.Create(files)
+                    | "ReadArrowFiles" >> beam.ParDo(_ReadArrowStreamFn(features, args.batch_size)))
         return (pipeline
                 | "Files" >> beam.Create(files)
                 | "RowGroups" >> beam.FlatMap(_row_groups)

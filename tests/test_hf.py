@@ -188,3 +188,51 @@ def test_polars_duckdb_and_pyarrow_dataset_count_one_version(tmp_path):
     assert read_metadata(path).num_rows == 7
     everything = pads.dataset(str(tmp_path / "cache"), format="arrow", exclude_invalid_files=True)
     assert everything.count_rows() > 7, "a glob of the folder finds older versions' shards too"
+
+
+def test_a_save_to_disk_folder_converts_with_no_flags(tmp_path):
+    from pipelines import parquet
+
+    features = D.Features({"image": D.Image(), "label": D.ClassLabel(names=["ant", "bee"]), "messages": D.List(TURN),
+                           "grid": D.Array2D((2, 2), "uint8")})
+    table = pa.table({"image": pa.array([{"bytes": png(i), "path": None} for i in range(5)],
+                                        features.arrow_schema.field("image").type),
+                      "label": pa.array([i % 2 for i in range(5)], pa.int64()),
+                      "messages": pa.array([[{"role": "user", "content": str(i)}] for i in range(5)],
+                                           features.arrow_schema.field("messages").type),
+                      "grid": pa.array([[[i, 0], [0, i]] for i in range(5)], pa.list_(pa.list_(pa.uint8())))})
+    original = D.Dataset(InMemoryTable(table_cast(table, features.arrow_schema)), info=D.DatasetInfo(features=features))
+    original.save_to_disk(str(tmp_path / "saved"), max_shard_size="2KB")
+    assert len(list((tmp_path / "saved").glob("*.arrow"))) > 1
+    manifest = parquet.run(["--input", str(tmp_path / "saved"), "--output", str(tmp_path / "cache"), "--batch_size", "2"])
+    assert manifest.features == from_hf_features(features)
+    ours = ShardedDataset(str(tmp_path / "cache"), image_mode="bytes")
+    assert [row["label"] for row in ours] == [0, 1, 0, 1, 0]
+    assert ours[3]["messages"] == [{"role": "user", "content": "3"}] and ours[3]["image"] == png(3)
+    assert np.array_equal(ours[4]["grid"], [[4, 0], [0, 4]])
+    assert storage(ours.to_hf()) == storage(original)
+
+
+def test_a_dataset_dict_folder_names_its_splits(tmp_path, capsys):
+    from pipelines import parquet
+
+    D.DatasetDict({"train": D.Dataset.from_dict({"n": [1]}), "test": D.Dataset.from_dict({"n": [2]})}).save_to_disk(
+        str(tmp_path / "saved"))
+    with pytest.raises(SystemExit) as exit_:
+        parquet.run(["--input", str(tmp_path / "saved"), "--output", str(tmp_path / "cache")])
+    assert exit_.value.code == 2
+    assert "a DatasetDict folder (splits train, test): give one split's folder, like " in capsys.readouterr().err
+
+
+def test_the_parquet_pipeline_takes_a_label_column(tmp_path):
+    import pyarrow.parquet as pq
+    from pipelines import parquet
+
+    for part in range(2):
+        pq.write_table(pa.table({"text": [f"t{part}{i}" for i in range(3)],
+                                 "kind": [["cow", "ant", "bee"][(part + i) % 3] for i in range(3)]}),
+                       tmp_path / f"part-{part}.parquet")
+    manifest = parquet.run(["--input", str(tmp_path / "part-*.parquet"), "--output", str(tmp_path / "cache"),
+                            "--label_column", "kind"])
+    assert manifest.features["kind"].names == ["ant", "bee", "cow"]
+    assert [row["kind"] for row in ShardedDataset(str(tmp_path / "cache"))] == [2, 0, 1, 0, 1, 2]

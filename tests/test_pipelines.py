@@ -600,17 +600,24 @@ def test_parquet_features_from_arrow_types():
         pa.field("vec", pa.list_(pa.float64(), 3), nullable=False),
         pa.field("flag", pa.bool_()),
         pa.field("cat", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+        pa.field("when", pa.timestamp("ms", tz="UTC")),
+        pa.field("days", pa.list_(pa.date32())),
+        pa.field("meta", pa.struct([("src", pa.string()), ("n", pa.int8())])),
     ])
     assert parquet.infer_features(schema) == Features({
         "img": Image(), "id": Value("int32"), "score": Value("float32"),
         "words": Sequence(Value("string", nullable=True)), "vec": Array((3,), "float64"),
         "flag": Value("bool", nullable=True), "cat": Value("string"),
+        "when": Value("timestamp[ms, tz=UTC]", nullable=True), "days": Sequence(Value("date32", nullable=True),
+                                                                                 nullable=True),
+        "meta": Struct({"src": Value("string", nullable=True), "n": Value("int8", nullable=True)}, nullable=True),
     })
     with pytest.raises(FeatureError, match="'when'"):
-        parquet.infer_features(pa.schema([pa.field("when", pa.timestamp("s"))]))
+        parquet.infer_features(pa.schema([pa.field("when", pa.month_day_nano_interval())]))
 
 
-@pytest.mark.parametrize("arrow_type", [pa.timestamp("ms"), pa.list_(pa.date32()), pa.map_(pa.string(), pa.int8())])
+@pytest.mark.parametrize("arrow_type", [pa.null(), pa.list_(pa.map_(pa.string(), pa.int8())),
+                                        pa.map_(pa.string(), pa.int8())])
 def test_parquet_unsupported_type_says_what_works(tmp_path, capsys, arrow_type):
     table = pa.table({"n": [1, 2], "when": pa.array([None, None], arrow_type)})
     pq.write_table(table, tmp_path / "part.parquet")

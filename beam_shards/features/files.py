@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards.display import human_size
 from beam_shards.errors import FeatureError
@@ -94,6 +95,9 @@ class _EncodedFile(Feature):
         if "bytes" not in names or not set(names) <= {"bytes", "path"}:
             raise Invalid(f"a struct column of fields {', '.join(names)} cannot hold {self!r} values (a struct "
                           "of bytes and path can)", field, self, None)
+        data = pc.struct_field(array, "bytes")
+        if not pc.any(pc.and_(array.is_valid(), data.is_null())).as_py():  # every file has its bytes: no copy
+            return data if array.null_count == 0 else pc.if_else(array.is_valid(), data, pa.scalar(None, data.type))
         values = []
         for row, item in enumerate(array.to_pylist()):
             try:

@@ -146,3 +146,24 @@ def hf_array_storage(array: pa.Array, feature: Array) -> pa.Array:
             len(array), feature.shape[0], dtype=np.int64)
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
     return pa.ListArray.from_arrays(offsets, values, mask=array.is_null() if array.null_count else None)
+
+
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with every extension type in it (Hugging Face's ArrayND) replaced by its storage
+    type, which the features here check and cast."""
+    return pa.schema([field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata)
+
+
+def _storage_type(arrow_type: pa.DataType) -> pa.DataType:
+    if isinstance(arrow_type, pa.ExtensionType):
+        return _storage_type(arrow_type.storage_type)
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([arrow_type.field(i).with_type(_storage_type(arrow_type.field(i).type))
+                          for i in range(arrow_type.num_fields)])
+    if pa.types.is_fixed_size_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)), arrow_type.list_size)
+    if pa.types.is_large_list(arrow_type):
+        return pa.large_list(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
+    if pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
+    return arrow_type
