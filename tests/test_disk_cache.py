@@ -506,6 +506,7 @@ def _get_one_key(folder: str, markers: str, workers: int, size: int) -> dict:
             "hits": cache.hits, "misses": cache.misses}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_processes_getting_one_key_at_once_download_it_once_and_share_it(tmp_path):
     workers, size = 6, 5 << 20

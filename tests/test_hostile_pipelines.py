@@ -91,7 +91,7 @@ def test_a_class_id_past_int64_is_a_usage_error(tmp_path, capsys):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("output", ["cache", "cat/deeper/cache"])
+@pytest.mark.parametrize("output", ["cache", pytest.param("cat/deeper/cache", marks=pytest.mark.slow)])
 def test_image_folder_leaves_an_output_inside_its_input_out(tmp_path, output):
     root = tmp_path / "images"
     make_files(root, {"cat/a.jpg": jpeg(1), "dog/b.png": png(2), "emu/c.jpg": jpeg(3)})

@@ -114,6 +114,7 @@ def test_the_record_size_limit_is_a_reader_parameter(tmp_path):
     assert records[0][2] == b"x" * 8 and "claims 9 bytes of data, more than the 8" in records[1][2].reason
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_header_claiming_2_62_bytes_fails_naming_it_or_is_skipped_keeping_the_records_before_it(tmp_path):
     path = tmp_path / "train.tfrecord"
