@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 
+import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -110,7 +111,7 @@ def test_every_readme_snippet_is_run_or_needs_a_cloud_account():
     for snippet in left_out:
         assert (snippet.elsewhere or any(c in snippet.text for c in COVERED)
                 or snippet.text.startswith("# my_pipeline.py")), snippet
-    assert len(_runnable(False)) >= 15 and len(_runnable(True)) == 3
+    assert len(_runnable(False)) >= 20 and len(_runnable(True)) == 3
 
 
 def _workspace(root) -> None:
@@ -129,6 +130,11 @@ def _workspace(root) -> None:
     with open(data / "train.jsonl", "w") as handle:
         for i in range(6):
             handle.write(json.dumps({"image": f"img/{i}.png", "label": ["cat", "dog"][i % 2]}) + "\n")
+    with open(data / "chat.jsonl", "w") as handle:
+        for i in range(4):
+            handle.write(json.dumps({"messages": [{"role": "user", "content": f"q{i}"},
+                                                  {"role": "assistant", "content": f"a{i}"}]}) + "\n")
+    datasets.Dataset.from_dict({"text": ["a", "b"], "n": [1, 2]}).save_to_disk(str(root / "saved" / "train"))
     for part in range(2):
         (data / f"part-{part}.csv").write_text("image,label,caption\n" + "".join(
             f"img/{i}.png,{['cat', 'dog'][i % 2]},caption {i}\n" for i in range(part * 3, part * 3 + 3)))
@@ -180,6 +186,8 @@ def test_readme_snippets_run_as_written(tmp_path):
         _run(snippet, tmp_path, _env(tmp_path), substitutions)
     # What the snippets wrote is what README says they write.
     assert read_metadata(str(tmp_path / "caches" / "imagenet-train")).num_rows == 6
+    assert ShardedDataset(str(tmp_path / "caches" / "chat"))[3]["messages"][1] == {"role": "assistant", "content": "a3"}
+    assert [row["n"] for row in ShardedDataset(str(tmp_path / "caches" / "saved-train"))] == [1, 2]
     assert len(ShardedDataset(str(tmp_path / "cache"))) == 1500
     assert (tmp_path / "grid.png").exists()
 
