@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
 from beam_shards.features.base import NUMERIC_DTYPES
-from beam_shards.features.hf import from_hf_dict, storage_schema
+from beam_shards.features.hf import HF_METADATA_KEY, from_hf_dict, storage_schema
 from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
@@ -35,7 +35,6 @@ from beam_shards.storage import fs
 from pipelines import common, tabular
 from pipelines.where import Where
 
-_HF_METADATA_KEY = b"huggingface"
 # Column chunks are read through a buffer of this size, page by page, rather than whole.
 _READ_BUFFER_BYTES = 1 << 20
 
@@ -110,10 +109,10 @@ def infer_features(schema: pa.Schema, columns: Sequence[str] | None = None) -> F
 
 def hf_features_of(metadata: Mapping[bytes, bytes] | None) -> Mapping[str, Any]:
     """The Hugging Face features (dict form) an Arrow schema's metadata holds, or none."""
-    if not metadata or _HF_METADATA_KEY not in metadata:
+    if not metadata or HF_METADATA_KEY not in metadata:
         return {}
     try:
-        features = json.loads(metadata[_HF_METADATA_KEY]).get("info", {}).get("features", {})
+        features = json.loads(metadata[HF_METADATA_KEY]).get("info", {}).get("features", {})
     except (ValueError, AttributeError):
         return {}
     return features if isinstance(features, Mapping) else {}

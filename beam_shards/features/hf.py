@@ -21,6 +21,7 @@ no equal here (`Translation`, `Json`, `Pdf`, a fixed-length list of non-numbers,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,7 @@ from beam_shards.features.sequence import Sequence
 from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value
 
+HF_METADATA_KEY = b"huggingface"
 _ARRAY_KINDS = {f"Array{n}D": n for n in range(2, 6)}
 _FILES = {"Image": Image, "Video": Video}
 
@@ -60,6 +62,16 @@ def to_hf_dict(features: Features) -> dict[str, Any]:
         than 5 dimensions), naming its column.
     """
     return {name: _to_hf(feature, name) for name, feature in features.items()}
+
+
+def hf_schema_metadata(features: Features) -> dict[bytes, bytes]:
+    """The `huggingface` entry of an Arrow schema's metadata for `features`, as HF writes it; none
+    when a feature has no HF equal."""
+    try:
+        hf = to_hf_dict(features)
+    except FeatureError:
+        return {}
+    return {HF_METADATA_KEY: json.dumps({"info": {"features": hf}}, separators=(",", ":")).encode("utf-8")}
 
 
 def _from_hf(spec: Any, where: str) -> Feature:

@@ -97,10 +97,15 @@ class Features(Mapping[str, Feature]):
         return hashlib.sha256(self.to_json().encode("ascii")).hexdigest()
 
     def arrow_schema(self) -> pa.Schema:
-        """The Arrow schema; its metadata holds this JSON, so each shard describes itself."""
+        """The Arrow schema; its metadata holds this JSON, so each shard describes itself, and
+        the equal Hugging Face features (`beam_shards.features.hf`), which HF's own arrow
+        loader takes for every column stored as HF stores it."""
         if self._schema is None:
+            from beam_shards.features.hf import hf_schema_metadata  # it builds on this module
+
             fields = [pa.field(name, f.arrow_type(), nullable=f.nullable) for name, f in self._features.items()]
-            self._schema = pa.schema(fields, metadata={SCHEMA_METADATA_KEY: self.to_json().encode("ascii")})
+            self._schema = pa.schema(fields, metadata={SCHEMA_METADATA_KEY: self.to_json().encode("ascii"),
+                                                       **hf_schema_metadata(self)})
         return self._schema
 
     def encode_example(self, example: Any, key: Any = None) -> dict[str, Any]:
