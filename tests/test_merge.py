@@ -335,7 +335,7 @@ def test_compact_failing_midway_publishes_nothing_and_leaves_no_staging(tmp_path
 
     monkeypatch.setattr(merge, "merge_shards", fail_on_second)
     with pytest.raises(OSError, match="injected"):
-        compact(out, 2_000)
+        compact(out, 4_000)  # shards of 2 rows, about 1.3 kB each with their schema: bins of 3
     assert len(calls) == 2 and read_metadata(out).version == 1 and _ids(out) == list(range(60))
     assert_clean_cache(out)
 

@@ -16,6 +16,7 @@ for a longer search.
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import tempfile
@@ -27,7 +28,7 @@ from apache_beam.testing.util import assert_that
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from beam_shards import (Array, ArrowBackend, ClassLabel, Features, Image, ReadFromArrowShards, Sequence,
+from beam_shards import (Array, ArrowBackend, Audio, ClassLabel, Features, Image, ReadFromArrowShards, Sequence,
                          ShardedDataset, Struct, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
 from beam_shards.features import VALUE_DTYPES
 
@@ -53,14 +54,24 @@ def _shapes() -> st.SearchStrategy[tuple]:
     return st.tuples(first, st.lists(st.integers(1, 3), max_size=2)).map(lambda t: (t[0], *t[1]))
 
 
+# Dates, times and decimals, each with the values it takes (what Python gives back for them).
+TEMPORAL = {
+    "date32": st.dates(),
+    "timestamp[us]": st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 1, 1)),
+    "duration[us]": st.timedeltas(min_value=datetime.timedelta(days=-10**6), max_value=datetime.timedelta(days=10**6)),
+    "decimal128(12, 3)": st.decimals(min_value=-10**8, max_value=10**8, places=3, allow_nan=False),
+}
+
+
 def leaf_features() -> st.SearchStrategy:
     nullable = st.booleans()
     return st.one_of(
-        st.builds(Value, st.sampled_from(VALUE_DTYPES), nullable=nullable),
+        st.builds(Value, st.sampled_from(VALUE_DTYPES + tuple(TEMPORAL)), nullable=nullable),
         st.builds(_class_label, st.one_of(st.none(), st.lists(NAMES, min_size=1, max_size=4, unique=True)),
                   st.integers(1, 5), nullable),
         st.builds(Image, nullable=nullable),
         st.builds(Video, nullable=nullable),
+        st.builds(Audio, st.sampled_from([None, 16000]), nullable=nullable),
         st.builds(Array, _shapes(), st.sampled_from(NUMERIC), nullable=nullable),
     )
 
@@ -94,6 +105,8 @@ def values(feature) -> st.SearchStrategy:
             base = st.one_of(st.text(max_size=12), st.text(max_size=12).map(str.encode))
         elif feature.dtype == "binary":
             base = st.binary(max_size=24)
+        elif feature.dtype in TEMPORAL:
+            base = TEMPORAL[feature.dtype]
         else:
             base = _elements(feature.dtype)
     elif isinstance(feature, ClassLabel):
@@ -101,7 +114,7 @@ def values(feature) -> st.SearchStrategy:
         base = st.one_of(ids, st.sampled_from(feature.names)) if feature.names else ids
     elif isinstance(feature, Image):
         base = st.sampled_from(IMAGES)
-    elif isinstance(feature, Video):
+    elif isinstance(feature, (Video, Audio)):
         base = st.binary(min_size=1, max_size=24)
     elif isinstance(feature, Array):
         shape = st.integers(0, 3).map(lambda n: (n, *feature.shape[1:])) if feature.variable else st.just(feature.shape)

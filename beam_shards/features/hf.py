@@ -39,6 +39,8 @@ from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value
 
 HF_METADATA_KEY = b"huggingface"
+# ClassLabel(num_classes=n) goes to HF as n names "0".."n-1": past this, too many to list.
+_MAX_HF_CLASSES = 1_000_000
 _ARRAY_KINDS = {f"Array{n}D": n for n in range(2, 6)}
 _FILES = {"Image": Image, "Video": Video}
 
@@ -124,6 +126,9 @@ def _to_hf(feature: Feature, where: str) -> Any:
     if isinstance(feature, Value):
         return {"dtype": feature.dtype, "_type": "Value"}
     if isinstance(feature, ClassLabel):
+        if feature.names is None and feature.num_classes > _MAX_HF_CLASSES:
+            raise FeatureError(f"column {where!r}: Hugging Face's ClassLabel keeps a name per class; "
+                               f"{feature.num_classes:,} classes have no equal there")
         return {"names": list(feature.names or map(str, range(feature.num_classes))), "_type": "ClassLabel"}
     if isinstance(feature, Sequence):
         return {"feature": _to_hf(feature.feature, f"{where}[]"), "_type": "List"}
