@@ -11,6 +11,7 @@ import pyarrow as pa
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (Feature, Invalid, check_nullable, feature_from_dict, kind, list_lengths,
                                        list_offsets, null_mask, restore_nulls, row_of)
+from beam_shards.features.columns import with_nulls
 
 
 @kind
@@ -67,6 +68,16 @@ class Sequence(Feature):
         ends = np.cumsum(list_lengths(array)).tolist()
         starts = [0] + ends[:-1]
         return restore_nulls([items[start:end] for start, end in zip(starts, ends)], array)
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        """One list at a time: its items read by the item feature's row reader."""
+        item = self.feature.row_reader(array.flatten(), image_mode)
+        ends = np.cumsum(list_lengths(array)).tolist()
+        starts = [0] + ends[:-1]
+
+        def read(k: int) -> list[Any]:
+            return [item(j) for j in range(starts[k], ends[k])]
+        return read if array.null_count == 0 else with_nulls(read, array)
 
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         return [self.feature.map_paths(item, change) for item in value] if isinstance(value, list) else value

@@ -11,7 +11,7 @@ import pyarrow as pa
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (Feature, Invalid, check_named, check_nullable, feature_from_dict, kind,
                                        null_mask, restore_nulls)
-from beam_shards.features.columns import numpy_values
+from beam_shards.features.columns import numpy_values, with_nulls
 
 
 @kind
@@ -120,6 +120,15 @@ class Struct(Feature):
         columns = [feature.decode(child, image_mode) for feature, child in zip(self.fields.values(), array.flatten())]
         names = list(self.fields)
         return restore_nulls([dict(zip(names, row)) for row in zip(*columns)] if columns else [], array)
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        """One record at a time: each field read by its own feature's row reader."""
+        readers = [(name, feature.row_reader(child, image_mode))
+                   for (name, feature), child in zip(self.fields.items(), array.flatten())]
+
+        def read(k: int) -> dict[str, Any]:
+            return {name: reader(k) for name, reader in readers}
+        return read if array.null_count == 0 else with_nulls(read, array)
 
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         if not isinstance(value, Mapping):
