@@ -328,3 +328,23 @@ def test_gc_takes_dry_run_spelled_with_an_underscore_and_the_old_hyphen(cache, c
     for flag in ("--dry_run", "--dry-run"):
         code, out, _ = run_cli(capsys, "gc", cache, "--min_age", "0", flag)
         assert code == 0 and ("dry run" in out or "nothing to remove" in out)
+
+
+def test_log_limit_lists_and_reads_only_the_newest_versions(tmp_path, capsys, monkeypatch):
+    from beam_shards.format import catalog
+
+    path = str(tmp_path / "cache")
+    features = Features({"x": Value("int64")})
+    for i in range(6):
+        write_shards([{"x": i}], path, features, mode="append")
+    read = []
+    real = catalog.read_version
+    monkeypatch.setattr(catalog, "read_version", lambda p, n: read.append(n) or real(p, n))
+    code, out, _ = run_cli(capsys, "log", path, "--limit", "2")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["6", "5"]
+    assert sorted(set(read)) == [5, 6], "only the versions listed are read"
+    code, out, _ = run_cli(capsys, "log", path)
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["6", "5", "4", "3", "2", "1"]
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(capsys, "log", path, "--limit", "0")
+    assert exit_.value.code == 2

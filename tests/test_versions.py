@@ -17,8 +17,8 @@ import time
 import apache_beam as beam
 import pytest
 
-from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, Retention,
-                         SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError, WriteInProgressError,
+from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, PublishError,
+                         Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError, WriteInProgressError,
                          WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
@@ -404,3 +404,50 @@ def _manifest(version: int, created: datetime.datetime):
 
     return Manifest(path="/c", version=version, write_id=new_write_id(), features=SMALL, shards=(),
                     created=created.isoformat())
+
+
+# --- a manifest readers would refuse is refused before commit (issue 24) --------------------
+
+def test_metadata_a_reader_would_refuse_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(commit, "MAX_MANIFEST_BYTES", 20_000)
+    path = str(tmp_path / "cache")
+    with pytest.raises(ValueError, match="take 30,[0-9]{3} bytes in the manifest, more than the 20,000 a reader"):
+        write_shards([{"x": 1}], path, Features({"x": Value("int64")}), metadata={"blob": "x" * 30_000})
+    assert not os.path.exists(path)
+
+
+def test_a_version_whose_manifest_a_reader_would_refuse_is_not_published(tmp_path, monkeypatch):
+    path, features = str(tmp_path / "cache"), Features({"x": Value("int64")})
+    write_shards(({"x": i} for i in range(3)), path, features)
+    size = len(commit.read_version(path, 1).to_json())
+    monkeypatch.setattr(commit, "MAX_MANIFEST_BYTES", size + 600)  # room for a few more shard entries
+    with pytest.raises(PublishError, match="would have a manifest of .* bytes .*nothing was published"):
+        write_shards(({"x": i} for i in range(40)), path, features, max_rows_per_shard=1, mode="append")
+    assert read_metadata(path).version == 1 and [m.version for m in list_versions(path)] == [1]
+    assert not any(name.startswith("shard-") and name.count("-of-00040") for name in os.listdir(path))
+    # The cache still takes writes, logs and collects.
+    assert write_shards([{"x": 9}], path, features, mode="append").version == 2
+    assert [m.version for m in list_versions(path)] == [1, 2]
+    collect_garbage(path, Retention(keep=1, min_age=0))
+    assert read_metadata(path).num_rows == 4
+
+
+def test_a_finalize_that_looked_before_its_twin_committed_does_not_append_the_shards_twice(tmp_path, monkeypatch):
+    """The hostile review's race (issue 24): two finalizes of one append at once on an object store, the
+    second checking for its write just before the first commits, then reading that commit as the latest."""
+    path = str(tmp_path / "cache")
+    write_shards(rows(0, 10), path, SMALL)
+    write_id = new_write_id()
+    staged = stage(path, write_id, rows(100, 20))
+    first = publish(path, write_id, staged, mode="append")
+    real, looks = commit.find_published, []
+
+    def looked_too_early(*args):
+        looks.append(args)
+        return None if len(looks) == 1 else real(*args)  # the twin's first look, before the commit
+
+    monkeypatch.setattr(commit, "find_published", looked_too_early)
+    second = publish(path, write_id, staged, mode="append")
+    assert len(looks) >= 2, "the early look was forced"
+    assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]
+    assert ids(path) == list(range(10)) + list(range(100, 120))

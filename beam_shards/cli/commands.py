@@ -1,7 +1,7 @@
 """`beam-shards`: look at, check and clean a cache from the shell.
 
     beam-shards info PATH [--version N]       what the cache holds, and the count per class
-    beam-shards log PATH                      the versions kept: number, write id, time, rows, shards, mode
+    beam-shards log PATH [--limit N]          the versions kept, newest first: number, write id, time, rows...
     beam-shards verify PATH [--version N]     check every shard against the manifest
     beam-shards head PATH [-n 5] [--columns image label] [--version N]
     beam-shards show PATH --out grid.png [-n 64] [--across 8] [--version N]
@@ -226,7 +226,7 @@ def _caption(value: Any, feature: Feature) -> str:
 # gc -------------------------------------------------------------------------------
 
 def _log(args: argparse.Namespace) -> int:
-    versions = list_versions(args.path)
+    versions = list_versions(args.path, args.limit)
     say(f"{'version':>7}  {'write id':<25}  {'created':<29}  {'rows':>12}  {'shards':>7}  mode")
     for manifest in reversed(versions):
         say(f"{manifest.version:>7}  {manifest.write_id:<25}  {manifest.created or '?':<29}  "
@@ -309,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     log = commands.add_parser("log", help="list the versions kept, newest first",
                               description="List the versions of the cache at PATH that retention kept, newest "
                                           "first: number, write id, when published, rows, shards and mode.")
+    log.add_argument("--limit", "-n", type=count_flag, metavar="N", help="only the newest N versions (default: all)")
     log.set_defaults(run=_log)
 
     gc = commands.add_parser("gc", help="remove old versions (retention) and what killed writes left behind",

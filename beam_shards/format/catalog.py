@@ -119,21 +119,27 @@ def read_metadata(path: str, *, version: int | None = None, check_files: bool = 
     return manifest
 
 
-def list_versions(path: str) -> list[Manifest]:
-    """Every version of the cache at `path` still kept, oldest first.
+def list_versions(path: str, limit: int | None = None) -> list[Manifest]:
+    """Every version of the cache at `path` still kept (the newest `limit` of them), oldest first.
+
+    Only the manifests listed are read, so `limit` bounds the cost whatever the history.
 
     Raises:
       CacheNotFoundError: no cache at `path`. CorruptCacheError: a manifest is invalid.
+      ValueError: a `limit` that is not a positive int.
     """
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise ValueError(f"limit must be a positive int or None; got {limit!r}")
     latest = read_pointer(path)
     found = {}
-    for number in version_numbers(path):
+    numbers = version_numbers(path)
+    for number in numbers if limit is None else numbers[-limit:]:
         try:
             found[number] = read_version(path, number)
         except FileNotFoundError:  # removed by gc since the listing
             continue
     found.setdefault(latest.version, latest)
-    return [found[n] for n in sorted(found)]
+    return [found[n] for n in sorted(found)][-limit if limit else None:]
 
 
 def latest_committed(path: str) -> Manifest | None:

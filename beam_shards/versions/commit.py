@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import json
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
@@ -34,7 +35,8 @@ from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCac
 from beam_shards.features import Features
 from beam_shards.format.catalog import latest_committed, read_pointer, read_version, version_numbers
 from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
-from beam_shards.format.manifest import MAX_DEPTH, MODES, Manifest, ShardInfo, check_metadata, json_depth
+from beam_shards.format.manifest import (MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest, ShardInfo, check_metadata,
+                                         json_depth)
 from beam_shards.shards.writer import WriterOptions, WrittenShard
 from beam_shards.storage import fs
 from beam_shards.versions.lock import cache_lock
@@ -88,6 +90,10 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict
     if depth > MAX_DEPTH:
         raise ValueError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
                          f"manifest may nest {MAX_DEPTH}")
+    size = len(json.dumps({"features": features.to_dict(), "metadata": metadata}, allow_nan=False))
+    if size > MAX_MANIFEST_BYTES:
+        raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
+                         f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
     if mode != "overwrite":
         _check_mode(path, features, None, mode, latest_committed(path))
     return metadata
@@ -198,6 +204,12 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tupl
             compression: str | None, metadata: dict[str, Any], mode: str, parent: int | None = None) -> Manifest:
     path = layout.path
     for _ in range(MAX_COMMIT_ATTEMPTS):
+        # This write's own finalize, running at once where no lock serializes them (object
+        # stores), may have committed since `publish` looked: an append on top of it would
+        # list the write's shards twice.
+        mine = find_published(path, write_id)
+        if mine is not None:
+            return mine
         latest = latest_committed(path)
         if parent is not None and (latest is None or latest.version != parent):
             raise PublishError(f"write {write_id} rewrites version {parent} of {path}, but version "
@@ -212,8 +224,12 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tupl
             metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             parent_version=latest.version if latest else None, mode=mode)
-        target = layout.version(manifest.version)
-        if fs.create_if_absent(target, manifest.to_json(), layout.temporary(target, write_id)):
+        target, text = layout.version(manifest.version), manifest.to_json()
+        if len(text) > MAX_MANIFEST_BYTES:  # every reader would refuse it, and the cache take no more writes
+            raise PublishError(f"version {manifest.version} of {path} would have a manifest of {len(text):,} bytes "
+                               f"({len(manifest.shards):,} shards), more than the {MAX_MANIFEST_BYTES:,} a reader "
+                               "takes; nothing was published (compact the cache into fewer shards)")
+        if fs.create_if_absent(target, text, layout.temporary(target, write_id)):
             return manifest
         winner = read_version(path, manifest.version)
         if winner.write_id == write_id:  # this write's own finalize, running twice at once
