@@ -53,6 +53,8 @@ def _warm_then_peak_held_bytes(tmp_path, num_examples: int) -> int:
 def test_memory_held_does_not_grow_with_the_input(tmp_path):
     small = _in_a_fresh_process(tmp_path, 500)     # 10 MB of input
     large = _in_a_fresh_process(tmp_path, 2_000)   # 40 MB of input
-    assert large <= 1.2 * small + BLOB * 4, (small, large)
+    # The shard streams may queue up to half a batch while the disk is slow (a busy machine), in
+    # either run: that much may differ between them, whatever the input size.
+    assert large <= 1.2 * small + BATCH_BYTES // 2, (small, large)
     # About one batch of rows, plus the Arrow batch built from it while it is written.
     assert large <= 4 * BATCH_BYTES, large

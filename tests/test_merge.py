@@ -110,6 +110,7 @@ def test_plan_leaves_large_shards_alone():
 
 # the sink ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_eight_threads_with_a_large_target_give_one_shard(tmp_path):
     out = tmp_path / "cache"
     manifest = _write(out, 10_000, *MULTI_THREADED, shard_size_bytes=64 << 20)
@@ -149,6 +150,7 @@ def _stage_small_shards(monkeypatch, staged_size: int | None) -> list[int]:
     return copied
 
 
+@pytest.mark.slow
 def test_bundle_repeat_during_the_merge_writes_once(tmp_path, monkeypatch):
     out = tmp_path / "cache"
     target = 50_000
@@ -159,6 +161,7 @@ def test_bundle_repeat_during_the_merge_writes_once(tmp_path, monkeypatch):
     _assert_exactly_once(out, range(6_000))
 
 
+@pytest.mark.slow
 def test_merge_retried_after_a_failure_midway_writes_once(tmp_path, monkeypatch):
     out = tmp_path / "cache"
     target = 50_000

@@ -481,6 +481,7 @@ def test_a_features_file_converts_a_tfds_folder_with_an_unsupported_feature(tfds
     assert manifest.metadata["tfds"]["split"] == "test" and "features" not in manifest.metadata["tfds"]
 
 
+@pytest.mark.slow
 @TIMEOUT
 def test_an_object_store_holding_a_tfds_folder_and_plain_tfrecords(tfds_folder, tmp_path, monkeypatch):
     """Through Beam's FileSystems only: a store with GCS's semantics (no folders)."""

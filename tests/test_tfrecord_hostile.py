@@ -167,6 +167,7 @@ def test_a_zlib_bomb_is_refused_before_it_is_inflated(monkeypatch, feature, limi
     assert reader(example_of({"mask": zlib.compress(fitting)}))["mask"].shape == shape
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_zlib_bomb_in_a_tfds_folder_fails_naming_the_record_and_feature_or_is_skipped(tmp_path):
     records = [_tfds_record(i) for i in range(8)]
