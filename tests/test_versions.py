@@ -20,6 +20,7 @@ import pytest
 from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, PublishError,
                          Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError, WriteInProgressError,
                          WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
+from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
 from beam_shards.shards.writer import ShardWriter, WriterOptions
@@ -294,10 +295,11 @@ def test_pointer_catches_up_after_a_writer_died_between_commit_and_pointer(tmp_p
     write_id = new_write_id()
     publish(path, write_id, stage(path, write_id, rows(10, 5)))
     monkeypatch.undo()
-    assert read_metadata(path).version == 1, "readers still see the previous complete version"
-    assert commit.find_published(path, write_id).version == 2, "the retried finalize would find its version"
-    collect_garbage(path)
+    # Committed (its shards were in place first) is published: the newest version file decides.
     assert read_metadata(path).version == 2 and ids(path) == list(range(10, 15))
+    assert read_pointer(path).version == 1 and commit.find_published(path, write_id).version == 2
+    collect_garbage(path)
+    assert read_pointer(path).version == 2, "gc brings the pointer up to date"
 
 
 def test_a_reader_of_a_removed_version_gets_a_clear_error(tmp_path):
@@ -451,3 +453,41 @@ def test_a_finalize_that_looked_before_its_twin_committed_does_not_append_the_sh
     assert len(looks) >= 2, "the early look was forced"
     assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]
     assert ids(path) == list(range(10)) + list(range(100, 120))
+
+
+# --- the latest never moves back (issue 24) ------------------------------------------------------
+
+def test_an_older_writers_late_pointer_update_does_not_move_the_latest_back(tmp_path):
+    """A commits version 2 but its pointer update is slow; B commits 3 and moves the pointer; A's
+    update (version 2) lands after, and A dies. Readers and writers still take version 3."""
+    path = str(tmp_path / "cache")
+    write_shards(rows(0, 5), path, SMALL)
+    late = write_shards(rows(10, 5), path, SMALL)
+    newest = write_shards(rows(20, 5), path, SMALL)
+    layout = CacheLayout(path)
+    with open(os.path.join(path, MANIFEST_NAME), "wb") as handle:  # A's late write of the pointer lands
+        handle.write(late.to_json(format_version=1))
+    assert read_pointer(path).version == 2, "the late update landed"
+    assert read_metadata(path).version == newest.version == 3 and ids(path) == list(range(20, 25))
+    assert ShardedDataset(path)[0]["id"] == 20
+    assert write_shards(rows(30, 5), path, SMALL, mode="append").version == 4
+    assert ids(path) == list(range(20, 25)) + list(range(30, 35)) and layout.path == path
+
+
+def test_a_lost_newest_version_file_does_not_make_the_next_write_reuse_its_number(tmp_path):
+    path = str(tmp_path / "cache")
+    for start in (0, 10, 20):
+        write_shards(rows(start, 5), path, SMALL)
+    os.remove(CacheLayout(path).version(3))  # the newest version file lost; the pointer holds version 3
+    assert read_metadata(path).version == 3
+    assert write_shards(rows(30, 5), path, SMALL).version == 4
+    assert read_metadata(path).version == 4 and ids(path) == list(range(30, 35))
+    assert [m.version for m in list_versions(path)] == [1, 2, 4]
+
+
+def test_a_damaged_version_file_above_the_pointer_leaves_readers_on_the_pointer(tmp_path):
+    path = str(tmp_path / "cache")
+    write_shards(rows(0, 5), path, SMALL)
+    with open(CacheLayout(path).version(2), "w") as handle:
+        handle.write("{not json")
+    assert read_metadata(path).version == 1 and ids(path) == list(range(5))

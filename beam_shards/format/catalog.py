@@ -88,6 +88,11 @@ def read_metadata(path: str, *, version: int | None = None, check_files: bool = 
         >>> manifest.version, manifest.num_rows, manifest.num_shards  # doctest: +SKIP
         >>> first = read_metadata("/tmp/my_cache", version=1)  # doctest: +SKIP
 
+    The latest version is the newest committed one: `_metadata.json`, unless a version
+    file newer than it is committed in `_versions/` (a writer died before it moved the
+    pointer, or an older writer's slow pointer update landed after a newer one's), so the
+    latest never moves back once a publish returned.
+
     Args:
       path: the cache folder (local, gs://, s3://...).
       version: the version to read; None for the latest.
@@ -100,6 +105,7 @@ def read_metadata(path: str, *, version: int | None = None, check_files: bool = 
         shard is missing or has another size than recorded.
     """
     latest = read_pointer(path)
+    latest = _newer_committed(path, latest.version) or latest
     manifest = latest
     if version is not None and version != latest.version:
         if type(version) is not int or version < 1:
@@ -143,21 +149,38 @@ def list_versions(path: str, limit: int | None = None) -> list[Manifest]:
 
 
 def latest_committed(path: str) -> Manifest | None:
-    """The newest committed version, for writers and gc: `_versions/` first, else `_metadata.json`.
+    """The newest committed version, for writers and gc: the newest of `_versions/` and `_metadata.json`.
 
     A version is committed once its `_versions/` file exists, even if a writer died
-    before `_metadata.json` caught up; a format-1 cache has only `_metadata.json`.
+    before `_metadata.json` caught up; a format-1 cache has only `_metadata.json`, and
+    a pointer newer than every version file (the newest file lost) is the latest too,
+    so the next write takes the number after it rather than reusing it.
     """
+    try:
+        pointer = read_pointer(path)
+    except CacheNotFoundError:
+        pointer = None
     numbers = version_numbers(path)
     for number in reversed(numbers):
+        if pointer is not None and number < pointer.version:
+            break
         try:
             return read_version(path, number)
         except FileNotFoundError:
             continue
-    try:
-        return read_pointer(path)
-    except CacheNotFoundError:
-        return None
+    return pointer
+
+
+def _newer_committed(path: str, pointer_version: int) -> Manifest | None:
+    """The newest readable version file newer than the pointer's version, if any (one listing)."""
+    for number in reversed(version_numbers(path)):
+        if number <= pointer_version:
+            return None
+        try:
+            return read_version(path, number)
+        except (FileNotFoundError, CorruptCacheError):  # gone, or damaged: the pointer still serves
+            continue
+    return None
 
 
 def check_shard_sizes(manifest: Manifest) -> list[str]:
