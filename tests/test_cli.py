@@ -339,7 +339,7 @@ def test_log_limit_lists_and_reads_only_the_newest_versions(tmp_path, capsys, mo
         write_shards([{"x": i}], path, features, mode="append")
     read = []
     real = catalog.read_version
-    monkeypatch.setattr(catalog, "read_version", lambda p, n: read.append(n) or real(p, n))
+    monkeypatch.setattr(catalog, "read_version", lambda p, n, *rest: read.append(n) or real(p, n, *rest))
     code, out, _ = run_cli(capsys, "log", path, "--limit", "2")
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["6", "5"]
     assert sorted(set(read)) == [5, 6], "only the versions listed are read"

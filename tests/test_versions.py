@@ -491,3 +491,47 @@ def test_a_damaged_version_file_above_the_pointer_leaves_readers_on_the_pointer(
     with open(CacheLayout(path).version(2), "w") as handle:
         handle.write("{not json")
     assert read_metadata(path).version == 1 and ids(path) == list(range(5))
+
+
+# --- no single damaged version file stops writes, log or gc (issue 24) --------------------------
+
+def run_log(capsys, path: str) -> list[str]:
+    from beam_shards.cli import commands
+
+    assert commands.main(["log", path]) == 0
+    return [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+
+
+def _damage(path: str, number: int) -> None:
+    with open(CacheLayout(path).version(number), "w") as handle:
+        handle.write("{not json")
+
+
+def test_a_damaged_newest_version_file_is_served_by_the_pointer_that_copies_it(tmp_path, capsys):
+    path = str(tmp_path / "cache")
+    write_shards(rows(0, 5), path, SMALL)
+    write_shards(rows(10, 5), path, SMALL, mode="append")
+    _damage(path, 2)
+    assert read_metadata(path).version == 2 and ids(path) == list(range(5)) + list(range(10, 15))
+    assert [m.version for m in list_versions(path)] == [1, 2]
+    assert run_log(capsys, path) == ["2", "1"]
+    collect_garbage(path, Retention(keep=2, min_age=datetime.timedelta(0)))
+    assert write_shards(rows(20, 5), path, SMALL, mode="append").version == 3
+    assert ids(path) == list(range(5)) + list(range(10, 15)) + list(range(20, 25))
+
+
+def test_a_damaged_older_version_file_says_the_way_out_and_moving_it_aside_works(tmp_path):
+    path = str(tmp_path / "cache")
+    for start in (0, 10, 20):
+        write_shards(rows(start, 5), path, SMALL)
+    _damage(path, 1)
+    assert write_shards(rows(30, 5), path, SMALL).version == 4, "writes read only the newest version"
+    damaged = CacheLayout(path).version(1)
+    for call in (lambda: list_versions(path), lambda: collect_garbage(path)):
+        with pytest.raises(CorruptCacheError, match=r"00000000000000000001\.json is not valid JSON.*No reader can open "
+                                                    r"version 1 from it: move it aside, and writes, log and gc work"):
+            call()
+    os.rename(damaged, str(tmp_path / "aside.json"))
+    assert [m.version for m in list_versions(path)] == [2, 3, 4]
+    collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0)))
+    assert ids(path) == list(range(30, 35)) and [m.version for m in list_versions(path)] == [4]

@@ -43,17 +43,24 @@ def read_pointer(path: str) -> Manifest:
         raise CacheNotFoundError(_not_found_message(layout)) from None
 
 
-def read_version(path: str, number: int) -> Manifest:
-    """Version `number` from `_versions/`.
+def read_version(path: str, number: int, pointer: Manifest | None = None) -> Manifest:
+    """Version `number` from `_versions/`; `pointer` (the manifest `_metadata.json` holds) stands in
+    for a damaged file of the same version, since it is a copy of it.
 
     Raises:
       FileNotFoundError: no such version file. CorruptCacheError: it is invalid, or
-        holds another version than its name says.
+        holds another version than its name says (the message says the way out).
     """
     where = CacheLayout(path).version(number)
-    manifest = _read(path, where)
-    if manifest.version != number:
-        raise CorruptCacheError(f"{where} holds version {manifest.version}, not {number}")
+    try:
+        manifest = _read(path, where)
+        if manifest.version != number:
+            raise CorruptCacheError(f"{where} holds version {manifest.version}, not {number}")
+    except CorruptCacheError as error:
+        if pointer is not None and pointer.version == number:
+            return pointer
+        raise CorruptCacheError(f"{error}. No reader can open version {number} from it: move it aside, and writes, "
+                                "log and gc work again") from None
     return manifest
 
 
@@ -141,7 +148,7 @@ def list_versions(path: str, limit: int | None = None) -> list[Manifest]:
     numbers = version_numbers(path)
     for number in numbers if limit is None else numbers[-limit:]:
         try:
-            found[number] = read_version(path, number)
+            found[number] = read_version(path, number, latest)
         except FileNotFoundError:  # removed by gc since the listing
             continue
     found.setdefault(latest.version, latest)
@@ -165,7 +172,7 @@ def latest_committed(path: str) -> Manifest | None:
         if pointer is not None and number < pointer.version:
             break
         try:
-            return read_version(path, number)
+            return read_version(path, number, pointer)
         except FileNotFoundError:
             continue
     return pointer

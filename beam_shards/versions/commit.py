@@ -181,16 +181,16 @@ def find_published(path: str, write_id: str) -> Manifest | None:
     """
     started = write_id_time(write_id) - _CLOCK_SKEW
     numbers = version_numbers(path)
+    try:
+        pointer = read_pointer(path)
+    except (CacheNotFoundError, CorruptCacheError):
+        pointer = None
     if not numbers:
-        try:
-            pointer = read_pointer(path)
-        except (CacheNotFoundError, CorruptCacheError):
-            return None
-        return pointer if pointer.write_id == write_id else None
+        return pointer if pointer is not None and pointer.write_id == write_id else None
     for number in reversed(numbers):
         try:
-            manifest = read_version(path, number)
-        except FileNotFoundError:
+            manifest = read_version(path, number, pointer)
+        except (FileNotFoundError, CorruptCacheError):  # gone, or damaged: not known to be this write's
             continue
         if manifest.write_id == write_id:
             return manifest

@@ -154,7 +154,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     found = {}
     for number in numbers:
         try:
-            found[number] = read_version(path, number)
+            found[number] = read_version(path, number, latest)
         except FileNotFoundError:  # removed by another gc since the listing
             continue
     if latest is not None:
