@@ -133,7 +133,7 @@ def test_a_huge_row_in_a_batch_gets_a_shard_of_its_own(tmp_path):
 
 
 def test_row_sizes_follow_the_arrow_offsets():
-    from beam_shards.shards.writer import arrow_row_nbytes
+    from beam_shards.shards.row_sizes import arrow_row_nbytes
 
     table = FEATURES.encode_batch(_table(range(3)))
     expected = []

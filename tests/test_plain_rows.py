@@ -15,7 +15,7 @@ from test_writer import Shards
 from beam_shards import (Array, ClassLabel, EncodeError, Features, Image, ShardedDataset, ShardWriter, Value,
                          WriterOptions, write_shards)
 from beam_shards.features import Sequence
-from beam_shards.shards.writer import plain_sizer, row_nbytes
+from beam_shards.shards.row_sizes import plain_sizer, row_nbytes
 
 from _support import jpeg
 

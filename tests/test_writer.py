@@ -11,7 +11,7 @@ import pytest
 
 from beam_shards import Features, Image, ShardWriter, Value, WriterOptions
 from beam_shards.features import Sequence
-from beam_shards.shards.writer import row_nbytes
+from beam_shards.shards.row_sizes import row_nbytes
 
 from _support import FEATURES, example, jpeg
 
@@ -234,3 +234,8 @@ def test_abort_drops_buffered_rows_closes_the_stream_and_lists_what_it_opened():
 def test_options_out_of_range_are_rejected_by_name(options, name):
     with pytest.raises(ValueError, match=name):
         ShardWriter(PAYLOAD, Shards(), WriterOptions(**options))
+
+
+def test_a_records_bytes_count_toward_the_batch_bound():
+    # A Struct's record is a dict: its text counts, so nested rows are batched by their size too.
+    assert row_nbytes({"meta": {"text": "x" * 1000, "tags": ["y" * 500]}}) >= 1500

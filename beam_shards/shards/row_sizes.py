@@ -1,0 +1,87 @@
+"""How many bytes a row takes in Arrow, about: what the writer bounds its batches by.
+
+`row_nbytes` sizes an encoded row, `plain_sizer` rows of plain values (whose types are
+known, so only lengths are read) and `arrow_row_nbytes` every row of a table from its
+offsets, per column with numpy, not per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def row_nbytes(row: dict[str, Any]) -> int:
+    """About how many bytes an encoded row (from `Features.encode_example`) takes in Arrow,
+    for the batch byte bound; `arrow_row_nbytes` is the same estimate for rows in Arrow form."""
+    return values_nbytes(row.values())
+
+
+def values_nbytes(values: Any) -> int:
+    """`row_nbytes` of a row's values alone (in column order)."""
+    return sum(map(_value_nbytes, values))
+
+
+def _value_nbytes(value: Any) -> int:
+    if isinstance(value, (bytes, str)):
+        return len(value) + 8
+    if isinstance(value, np.ndarray):
+        return value.nbytes + 8
+    if isinstance(value, list):
+        return sum(_value_nbytes(item) for item in value) + 8
+    if isinstance(value, dict):  # a Struct's record
+        return sum(_value_nbytes(item) for item in value.values()) + 8
+    return 8
+
+
+def plain_sizer(plain_types: Sequence[type | None]) -> Callable[[Sequence[Any]], int]:
+    """`row_nbytes` for rows of plain values (`Features.plain_values`) of these types: only the
+    lengths of bytes and strs and the sizes of arrays are read, as their types are known."""
+    lengths = [i for i, kind in enumerate(plain_types) if kind in (bytes, str)]
+    arrays = [i for i, kind in enumerate(plain_types) if kind is np.ndarray]
+    fixed = 8 * len(plain_types)
+
+    def nbytes(values: Sequence[Any]) -> int:
+        return fixed + sum([len(values[i]) for i in lengths]) + sum([values[i].nbytes for i in arrays])
+    return nbytes
+
+
+def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
+    """About how many bytes each row of `table` takes, from its offsets and fixed widths."""
+    sizes = np.full(table.num_rows, 8, dtype=np.int64)
+    for column in table.columns:
+        sizes += _column_nbytes(column)
+    return sizes
+
+
+def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    kind = column.type
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind) \
+            or pa.types.is_large_string(kind):
+        return _int64(pc.binary_length(column).fill_null(0)) + 8
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.value_type.bit_width // 8 if pa.types.is_primitive(kind.value_type) else 8
+        return np.full(len(column), kind.list_size * max(1, width), dtype=np.int64)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = _int64(pc.list_value_length(column).fill_null(0))
+        running = np.concatenate([[0], np.cumsum(_column_nbytes(pc.list_flatten(column)))])
+        ends = np.cumsum(lengths)
+        return running[ends] - running[ends - lengths] + 8
+    if pa.types.is_struct(kind):
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        sizes = [sum((_column_nbytes(field) for field in chunk.flatten()), np.full(len(chunk), 8, dtype=np.int64))
+                 for chunk in chunks]
+        return np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+    try:
+        width = max(1, kind.bit_width // 8)
+    except ValueError:  # not of fixed width, and no kind of ours: a rough 8 bytes
+        width = 8
+    return np.full(len(column), width, dtype=np.int64)
+
+
+def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(array.to_numpy(), dtype=np.int64)
