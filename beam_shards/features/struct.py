@@ -93,7 +93,12 @@ class Struct(Feature):
                           field, self, None, 0)
         # A null record's fields read as null, which are not the fields' own: only the
         # records that are there are checked, and the null ones keep null fields.
-        valid = np.flatnonzero(numpy_values(array.is_valid())) if array.null_count else None
+        valid = positions = None
+        if array.null_count:
+            is_valid = numpy_values(array.is_valid())
+            valid = np.flatnonzero(is_valid)
+            # Where each row's record is among the valid ones (null where the record is null).
+            positions = pa.array(np.cumsum(is_valid) - 1, mask=~is_valid)
         children = []
         for name, feature in self.fields.items():
             child = given.get(name)
@@ -110,8 +115,7 @@ class Struct(Feature):
                 if invalid.row is not None:
                     invalid.row = int(valid[invalid.row])
                 raise
-            positions = np.cumsum(numpy_values(array.is_valid())) - 1
-            children.append(checked.take(pa.array(positions, mask=numpy_values(array.is_null()))))
+            children.append(checked.take(positions))
         return pa.StructArray.from_arrays(children, fields=list(self.arrow_type()),
                                           mask=None if valid is None else array.is_null())
 
