@@ -29,7 +29,6 @@ import random
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,16 +106,8 @@ def _rss() -> float:
 
 
 def run_child(config: str, work: Path) -> dict[str, float]:
-    out = work / f"out_{config}"
-    shutil.rmtree(out, ignore_errors=True)
-    try:
-        done = subprocess.run([sys.executable, __file__, "--_child", config, "--workdir", str(work)],
-                              capture_output=True, text=True)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{config} failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return workload.run_fresh([sys.executable, __file__, "--_child", config, "--workdir", str(work)],
+                              work / f"out_{config}", config)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,16 +92,9 @@ def child(config: str, inputs: str, out: str, shard_size: int) -> dict[str, Any]
 
 def run_in_subprocess(config: str, inputs: Path, work: Path, shard_size: int) -> dict[str, Any]:
     out = work / f"out_{config}"
-    shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, __file__, "--_child", config, "--_inputs", str(inputs), "--_out", str(out),
                "--shard_size", str(shard_size)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{config} run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return workload.run_fresh(command, out, config)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,9 +31,7 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -209,19 +207,12 @@ def cpu_seconds() -> float:
 def run_in_subprocess(config: str, pool: workload.Pool, work: Path, num_examples: int,
                       shard_size: int) -> dict[str, Any]:
     out = work / f"out_{config}"
-    shutil.rmtree(out, ignore_errors=True)
     command = [sys.executable, __file__, "--_child", config, "--_pool", str(pool.directory), "--_out", str(out),
                "--num_examples", str(num_examples), "--shard_size", str(shard_size)]
     # Worker processes unpickle the example generator, so they must import `workload` too.
     here = str(Path(__file__).resolve().parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{config} run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return workload.run_fresh(command, out, config, env)
 
 
 def median_runs(configs: tuple[str, ...], pool: workload.Pool, work: Path, num_examples: int, shard_size: int,

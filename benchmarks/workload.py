@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -210,3 +211,16 @@ def alternating_medians(runs: dict[str, Callable[[int], Any]], repeats: int) -> 
             run(repeat)
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def run_fresh(command: list[str], out: Path, label: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs one measurement in a fresh process (`command`, which prints its figures as JSON on
+    its last line), with `out` removed before and after; exits naming `label` if it fails."""
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{label} run failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
