@@ -8,7 +8,7 @@ import itertools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,64 +17,16 @@ import pyarrow as pa
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
-from beam_shards.features.columns import row_getter
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.read.indexing import as_int, check_index, check_indices
+from beam_shards.read.open_shard import CachedBatch, OpenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.storage.disk_cache import DiskCache
 
 DEFAULT_MAX_OPEN_SHARDS = 512
 DEFAULT_MAX_MEMORY_BYTES = 256 << 20
 DEFAULT_CACHE_MAX_BYTES = 16 << 30
-
-
-class _Batch:
-    """One record batch, checked when it was read, and the row readers made from it so far."""
-
-    __slots__ = ("batch", "_readers")
-
-    def __init__(self, batch: pa.RecordBatch):
-        self.batch = batch
-        self._readers: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[int], Any]]]] = {}
-
-    def readers(self, features: Features | None, image_mode: str,
-                columns: tuple[str, ...]) -> list[tuple[str, Callable[[int], Any]]]:
-        """(name, row reader) for `columns` (all when empty), as `features` decode them in `image_mode`."""
-        key = (image_mode, columns)
-        readers = self._readers.get(key)
-        if readers is None:
-            names = columns or tuple(self.batch.schema.names)
-            if features is None:
-                readers = [(name, row_getter(self.batch.column(name))) for name in names]
-            else:
-                readers = [(name, features[name].row_reader(self.batch.column(name), image_mode)) for name in names]
-            self._readers[key] = readers
-        return readers
-
-
-class _OpenShard:
-    """An opened shard: the first row of each of its batches, and the batches read so far.
-
-    A batch is read, and fully checked, when first touched. Memory-mapped batches cost
-    no memory; `resident` shards (downloaded or compressed) hold real bytes, which the
-    backend bounds.
-    """
-
-    __slots__ = ("starts", "firsts", "batches", "read", "resident")
-
-    def __init__(self, batch_rows: list[int], start: int, read: Callable[[int], pa.RecordBatch], resident: bool):
-        offsets = np.cumsum([0] + batch_rows, dtype=np.int64)
-        # Within the shard, as Python ints: bisect on a list routes one row ~20x faster than numpy.
-        self.starts = offsets.tolist()
-        # In the whole cache (the shard's first row is `start`), for routing many rows at once.
-        self.firsts = offsets[:-1] + start
-        self.batches: list[_Batch | None] = [None] * len(batch_rows)
-        self.read = read
-        self.resident = resident
-
-    def locate(self, local: int) -> int:
-        return bisect.bisect_right(self.starts, local) - 1
 
 
 class ArrowBackend:
@@ -165,7 +117,7 @@ class ArrowBackend:
         return cls(None, _widen_binary(table), max_open_shards)
 
     def _reset(self) -> None:
-        self._open: OrderedDict[int, _OpenShard] = OrderedDict()
+        self._open: OrderedDict[int, OpenShard] = OrderedDict()
         self._resident: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._resident_bytes = 0
         self._lock = threading.Lock()
@@ -256,7 +208,7 @@ class ArrowBackend:
         readers = [batch.readers(self.features, image_mode, columns) for batch in batches]
         return [{name: read(p) for name, read in readers[w]} for w, p in zip(which, positions)]
 
-    def _route(self, idx: np.ndarray) -> tuple[list[_Batch], list[int], list[int]]:
+    def _route(self, idx: np.ndarray) -> tuple[list[CachedBatch], list[int], list[int]]:
         """The batches holding rows `idx`, and for each row the batch (an index into them) and its position there.
 
         Opens each shard once, in shard order, and reads each batch once. Rows are routed
@@ -344,7 +296,7 @@ class ArrowBackend:
                 raise IndexError(f"shard index {shard_id} out of range for {self.num_shards} shards")
         return ids
 
-    def _shard(self, shard_id: int) -> _OpenShard:
+    def _shard(self, shard_id: int) -> OpenShard:
         if os.getpid() != self._pid:
             self._reset()
         with self._lock:
@@ -362,10 +314,10 @@ class ArrowBackend:
                     self._resident_bytes -= self._resident.pop(key)
             return shard
 
-    def _batch(self, shard_id: int, shard: _OpenShard, b: int) -> _Batch:
+    def _batch(self, shard_id: int, shard: OpenShard, b: int) -> CachedBatch:
         batch = shard.batches[b]
         if batch is None:
-            batch = shard.batches[b] = _Batch(shard.read(b))
+            batch = shard.batches[b] = CachedBatch(shard.read(b))
             if shard.resident:
                 self._keep_resident(shard_id, b, batch.batch.get_total_buffer_size())
         elif shard.resident:
@@ -386,19 +338,19 @@ class ArrowBackend:
                 if opened is not None:
                     opened.batches[old_b] = None
 
-    def _load(self, shard_id: int) -> _OpenShard:
+    def _load(self, shard_id: int) -> OpenShard:
         if self._manifest is None:
             batches = self._table.to_batches()
-            return _OpenShard([len(batch) for batch in batches], 0, batches.__getitem__, resident=False)
+            return OpenShard([len(batch) for batch in batches], 0, batches.__getitem__, resident=False)
         file = ShardFile.of(self._manifest, shard_id)
         source = self._open_source(file)
         reader = file.reader(source)
         if file.reads_free(source):
             unchecked = file.unchecked_batches(reader)
-            return _OpenShard([batch.num_rows for batch in unchecked], self._starts[shard_id],
+            return OpenShard([batch.num_rows for batch in unchecked], self._starts[shard_id],
                               functools.partial(_checked, file, unchecked), resident=False)
         rows = file.batch_rows(source, reader)
-        return _OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident=True)
+        return OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident=True)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:
         """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""
