@@ -94,7 +94,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
         raise
     if retention is not None:
         with best_effort("apply retention after publishing", path):
-            collect_garbage(path, retention)
+            collect_garbage(path, retention, sweep=False)
     meter.finish(extra=f"version {manifest.version}, {manifest.num_shards} shards, "
                        f"{manifest.num_bytes / 1e6:,.1f} MB")
     return manifest

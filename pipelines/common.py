@@ -31,9 +31,9 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from beam_shards.beam import counters
+from beam_shards.beam.noise import quiet_beam
 from beam_shards.beam.sink import WriteToArrowShards
 from beam_shards.display import human_size
-from beam_shards.beam.noise import quiet_beam
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
@@ -326,7 +326,7 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
         if isinstance(error, EncodeError):  # the sink refused an example: a bad input, as --skip_bad says
             raise BadInputError(str(error)) from None
         raise
-    return find_published(args.output, write_id) or read_metadata(args.output, check_files=False)
+    return find_published(args.output, write_id) or read_metadata(args.output)
 
 
 def report(manifest: Manifest, seconds: float | None = None) -> str:

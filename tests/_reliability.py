@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -20,7 +21,9 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from beam_shards import ArrowBackend, list_versions, write_shards
-from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, VERSIONS_DIR, version_name
+from beam_shards.format.catalog import read_table
+from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR, version_name
+from beam_shards.format.manifest import Manifest
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 sys.path.insert(0, SCRIPTS)
@@ -67,17 +70,31 @@ def leftovers(path: str) -> list[str]:
         versions = list_versions(path)
         keep |= {shard.file for manifest in versions for shard in manifest.shards}
         keep |= {f"{VERSIONS_DIR}/{version_name(manifest.version)}" for manifest in versions}
-    found = {name for name in os.listdir(path) if name != VERSIONS_DIR}
-    if os.path.isdir(os.path.join(path, VERSIONS_DIR)):
-        found |= {f"{VERSIONS_DIR}/{name}" for name in os.listdir(os.path.join(path, VERSIONS_DIR))}
+        keep |= {f"{TABLES_DIR}/{ref.file}" for manifest in versions if manifest.format_version >= 3
+                 for ref in manifest.shards.refs}
+    found = {name for name in os.listdir(path) if name not in (VERSIONS_DIR, TABLES_DIR)}
+    for folder in (VERSIONS_DIR, TABLES_DIR):
+        if os.path.isdir(os.path.join(path, folder)):
+            found |= {f"{folder}/{name}" for name in os.listdir(os.path.join(path, folder))}
     return sorted(found - keep)
 
 
+def listed_manifest(path: str, where: str | None = None) -> dict:
+    """The JSON data of the manifest at `where` (`_metadata.json` by default) of the cache at `path`,
+    in format 2: every shard listed, so that a test can edit the list (format 2 is still read)."""
+    where = where or os.path.join(path, MANIFEST_NAME)
+    with open(where, "rb") as handle:
+        raw = handle.read()
+    data = json.loads(raw)
+    if "tables" in data:
+        data = Manifest.from_json(raw, path, where, functools.partial(read_table, path)).to_dict(2)
+    return data
+
+
 def edit_manifest(path: str, edit: Callable[[dict], None]) -> None:
-    """Rewrites the manifest at `path` after `edit` changed its JSON data in place."""
+    """Rewrites the manifest at `path` after `edit` changed its JSON data (format 2) in place."""
     where = os.path.join(path, MANIFEST_NAME)
-    with open(where) as handle:
-        data = json.load(handle)
+    data = listed_manifest(path)
     edit(data)
     with open(where, "w") as handle:
         json.dump(data, handle)

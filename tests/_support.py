@@ -13,6 +13,9 @@ from apache_beam.runners.runner import PipelineState
 from PIL import Image as PILImage
 
 from beam_shards import Array, ClassLabel, Features, Image, Retention, Sequence, Value
+from beam_shards.format.layout import CacheLayout
+from beam_shards.shards.writer import ShardWriter, WriterOptions, WrittenShard
+from beam_shards.versions.commit import staged_shards
 from beam_shards.versions.gc import Garbage, collect_garbage
 
 
@@ -100,3 +103,13 @@ def race_to_create(target: str, racers: int = 8) -> list[int]:
     for thread in threads:
         thread.join(60)
     return winners
+
+
+def stage(path: str, write_id: str, examples: list[dict], features: Features) -> list[WrittenShard]:
+    """Stages `examples` as write `write_id` would, without publishing (small shards of batches of
+    10); returns the staged shards."""
+    writer = ShardWriter(features, staged_shards(CacheLayout(path).new_attempt(write_id)),
+                         WriterOptions(shard_size_bytes=2_000, batch_size=10))
+    for i, item in enumerate(examples):
+        writer.add(item, i)
+    return writer.close()

@@ -74,9 +74,19 @@ def _read_with_beam(path: str) -> None:
         p | ReadFromArrowShards(path) | beam.Map(lambda row: None)
 
 
+def _read_with_backend(path: str) -> None:
+    backend = ArrowBackend.open(path)
+    backend.slice(0, backend.num_rows)
+
+
+def _read_with_dataset(path: str) -> None:
+    list(ShardedDataset(path))
+
+
 def _assert_every_reader_refuses(path: str, exception: type, *patterns: str) -> None:
-    """Opening with each reader raises `exception` whose message holds every pattern."""
-    for open_reader in (ArrowBackend.open, ShardedDataset, _read_with_beam):
+    """Reading every row with each reader raises `exception` whose message holds every pattern (a
+    damaged shard is seen when it is first read, a damaged manifest at open)."""
+    for open_reader in (_read_with_backend, _read_with_dataset, _read_with_beam):
         with pytest.raises(exception) as raised:
             open_reader(path)
         for pattern in patterns:
@@ -223,9 +233,9 @@ def test_manifest_with_a_wrong_shard_row_count(cache):
 
 
 def test_manifest_of_an_unknown_format_version(cache):
-    edit_manifest(cache, lambda data: data.update(format_version=3))
-    _assert_verify_reports(cache, "has format version 3; this beam_shards reads versions 1 to 2 (upgrade beam_shards")
-    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 3")
+    edit_manifest(cache, lambda data: data.update(format_version=4))
+    _assert_verify_reports(cache, "has format version 4; this beam_shards reads versions 1 to 3 (upgrade beam_shards")
+    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 4")
 
 
 def test_manifest_that_is_not_json(cache):

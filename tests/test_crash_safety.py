@@ -63,11 +63,14 @@ def _collect_garbage(path: str) -> None:
         assert not leftovers(path), "gc found no cache and no leftovers, yet there are some"
 
 
-def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, **kill) -> None:
+def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, landed: bool = False,
+           **kill) -> None:
+    """One write killed as `kill` says (with `landed`, the kill must have fired), then checked, collected and re-run."""
     if previous:
         write_version(path, "A")
     outcome = server.run(writer_job(mode, path, "B", **kill))
-    assert outcome.exit in ("killed", "0"), f"{kill}: the writer failed ({outcome}); {server.log_tail()}"
+    assert outcome.exit in (("killed",) if landed else ("killed", "0")), \
+        f"{kill}: the writer {'was not killed' if outcome.exit == '0' else 'failed'} ({outcome}); {server.log_tail()}"
     version, ids = _visible(path)
     allowed = {"A", "B"} if previous else {None, "B"}
     assert version in allowed, f"{kill} in phase {outcome.phase}: {version!r} visible, expected one of {allowed}"
@@ -108,18 +111,21 @@ def _calibrate(server: WriterServer, tmp_path, mode: str) -> tuple[int, int, flo
             sorted(to_done)[1])
 
 
-def _step_kills(shards: int, previous_shards: int) -> list[tuple[str, bool]]:
+def _step_kills(shards: int) -> list[tuple[str, bool]]:
     """(kill point, whether to write over a previous cache) for each step trial."""
     middle = shards // 2
-    version_file, pointer_file = shards + 1, shards + 2
+    # Files created after the shards: the shard table, the version's header, then `_metadata.json`.
+    table_file, version_file, pointer_file = shards + 1, shards + 2, shards + 3
     return [
         ("create:1", False), ("create:2", True), (f"create:{middle}", False), (f"create:{shards}", True),
+        (f"create:{table_file}", False), (f"create:{table_file}", True),
         (f"create:{version_file}", False), (f"create:{version_file}", True), (f"create:{pointer_file}", True),
         ("publish:1", True), ("publish:1", False), ("rename:1", False), ("rename:2", True),
         (f"rename:{middle}", True), (f"rename:{shards}", False), ("commit:1", True), ("commit:1", False),
+        ("commit:2", True), ("commit:2", False), ("version:1", True), ("version:2", False),
         (f"rename:{shards + 1}", True), (f"rename:{shards + 1}", False), ("manifest:1", True),
         ("manifest:1", False), ("cleanup:1", True), ("cleanup:1", False), ("unlink:1", True), ("unlink:2", False),
-        (f"unlink:{previous_shards}", True),
+        ("unlink:2", True),
     ]
 
 
@@ -129,9 +135,9 @@ def test_kill_at_each_step(server, tally, tmp_path, mode):
     shards, previous_shards, _, _ = _calibrate(server, tmp_path, mode)
     assert shards >= 8 and previous_shards >= 4, "small shards make every step a loop"
     fault = f"crash {mode}, killed at a step"
-    steps = _step_kills(shards, previous_shards)
+    steps = _step_kills(shards)
     for n, (kill, previous) in enumerate(steps):
-        _trial(server, tally, fault, mode, str(tmp_path / f"step{n}"), previous, kill=kill)
+        _trial(server, tally, fault, mode, str(tmp_path / f"step{n}"), previous, landed=True, kill=kill)
     assert tally.counts[fault].trials == len(steps) >= 20
     tally.assert_no_loss()
 

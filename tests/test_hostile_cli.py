@@ -57,7 +57,7 @@ CLI_ERROR_CASES = [
     ("a label column the shards do not have", rename_column("label", "class"), ["info", "{path}"], 1,
      ["shard 0", "has schema"]),
     ("a shard missing", remove_first_shard, ["head", "{path}"], 1, ["is missing"]),
-    ("a shard cut", cut_first_shard, ["info", "{path}"], 1, ["100 bytes", "truncated"]),
+    ("a shard cut", cut_first_shard, ["head", "{path}"], 1, ["100 bytes", "truncated"]),
     ("an unknown column", None, ["head", "{path}", "--columns", "nope"], 2, ["nope"]),
     ("show of a column that is not an image", None, ["show", "{path}", "--out", "{path}/x.png", "--image", "label"],
      2, ["no Image column 'label'"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -11,9 +12,11 @@ import pytest
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value, read_metadata,
                          write_shards)
+from beam_shards.format.catalog import read_table
 from beam_shards.format.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
 from beam_shards.format.manifest import FORMAT_VERSION
 
+from _reliability import listed_manifest
 from _support import FEATURES, example
 
 
@@ -30,8 +33,8 @@ def manifest_file(path: str) -> str:
 
 
 def load(path: str) -> dict:
-    with open(manifest_file(path)) as handle:
-        return json.load(handle)
+    """The manifest's JSON data in format 2, every shard listed (edits of it test the format-2 reader)."""
+    return listed_manifest(path)
 
 
 def save(path: str, data: dict) -> None:
@@ -47,13 +50,28 @@ def edit(path: str, change) -> None:
 
 def corrupt_error(path: str) -> str:
     with pytest.raises(CorruptCacheError) as info:
-        read_metadata(path)
+        read_metadata(path, check_files=True)
     return str(info.value)
 
 
-def test_manifest_holds_every_field_of_format_version_1(cache):
+def test_header_of_format_version_3_names_its_shard_table_and_statistics(cache):
+    with open(manifest_file(cache)) as handle:
+        header = json.load(handle)
+    assert header["format"] == "beam_shards" and header["format_version"] == 3 and "shards" not in header
+    assert header["num_rows"] == 40 and header["num_shards"] == 3
+    [table] = header["tables"]
+    assert table["num_shards"] == 3 and table["num_rows"] == 40 and table["num_bytes"] == header["num_bytes"]
+    assert table["size"] == os.path.getsize(os.path.join(cache, "_tables", table["file"]))
+    stats = header["statistics"]["columns"]
+    assert stats["id"] == {"rows": 40, "nulls": 0, "min": 0, "max": 39}
+    assert stats["label"]["classes"] == [4] * 10 and stats["image"] == {"rows": 40, "nulls": 0}
+    with open(os.path.join(cache, "_versions", "00000000000000000001.json")) as handle:
+        assert json.load(handle) == header, "_metadata.json is a copy of the latest version's header"
+
+
+def test_manifest_holds_every_field(cache):
     data = load(cache)
-    assert data["format"] == "beam_shards" and data["format_version"] == 1
+    assert data["format"] == "beam_shards" and data["format_version"] == 2
     assert Features.from_dict(data["features"]) == FEATURES
     assert data["schema_fingerprint"] == FEATURES.fingerprint()
     assert data["num_rows"] == 40 and data["compression"] is None
@@ -78,7 +96,7 @@ def test_read_metadata_returns_what_was_written(cache):
     assert manifest.features == FEATURES and manifest.num_rows == 40 and manifest.num_shards == 3
     assert manifest.num_bytes == data["num_bytes"] and manifest.metadata == data["metadata"]
     assert manifest.shard_path(2) == os.path.join(cache, data["shards"][2]["file"])
-    assert Manifest.from_json(manifest.to_json(), cache, "test") == manifest
+    assert Manifest.from_json(manifest.to_json(), cache, "test", functools.partial(read_table, cache)) == manifest
     assert "num_rows=40" in repr(manifest) and cache in repr(manifest)
 
 
@@ -105,7 +123,7 @@ def test_manifest_that_is_not_json(cache):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(format="parquet"), "not a beam_shards manifest"),
     (lambda d: d.pop("format"), "not a beam_shards manifest"),
-    (lambda d: d.update(format_version=3), "format version 3; this beam_shards reads versions 1 to 2 (upgrade"),
+    (lambda d: d.update(format_version=4), "format version 4; this beam_shards reads versions 1 to 3 (upgrade"),
     (lambda d: d.update(format_version="1"), "format version '1'"),
     (lambda d: d.pop("format_version"), "format version None"),
 ])
@@ -114,7 +132,7 @@ def test_unknown_format_or_version(cache, change, message):
     assert message in corrupt_error(cache)
 
 
-@pytest.mark.parametrize("field", ["write_id", "features", "schema_fingerprint", "num_rows", "shards",
+@pytest.mark.parametrize("field", ["write_id", "features", "schema_fingerprint", "num_rows",
                                    "compression", "writer", "metadata"])
 def test_each_required_field(cache, field):
     edit(cache, lambda d: d.pop(field))
@@ -171,9 +189,11 @@ def test_missing_shard(cache):
     os.remove(os.path.join(cache, missing))
     message = corrupt_error(cache)
     assert f"shard {missing} is missing" in message and cache in message
+    backend = ArrowBackend.open(cache)  # each shard is checked when first read: an open reads none
+    assert backend.get_row(0)["id"] == 0
     with pytest.raises(CorruptCacheError, match="missing"):
-        ArrowBackend.open(cache)
-    assert read_metadata(cache, check_files=False).num_shards == 3
+        backend.get_row(20)
+    assert read_metadata(cache).num_shards == 3
 
 
 def test_truncated_shard(cache):
@@ -184,7 +204,7 @@ def test_truncated_shard(cache):
     message = corrupt_error(cache)
     assert f"shard {name} has {size - 100} bytes, the manifest says {size} (truncated)" in message
     with pytest.raises(CorruptCacheError, match="truncated"):
-        ArrowBackend.open(cache)
+        ArrowBackend.open(cache).get_row(0)
 
 
 def test_every_damaged_shard_is_named(cache):
@@ -212,6 +232,6 @@ def test_features_with_no_cache_files_still_validate(tmp_path):
     path = str(tmp_path / "empty")
     write_shards([], path, Features({"x": Value("int8")}))
     manifest = read_metadata(path)
-    assert manifest.num_rows == 0 and manifest.shards == () and load(path)["format_version"] == 1
+    assert manifest.num_rows == 0 and manifest.shards == () and manifest.statistics.num_rows == 0
     with open(CacheLayout(path).version(1)) as handle:
-        assert json.load(handle)["format_version"] == FORMAT_VERSION
+        assert json.load(handle)["format_version"] == FORMAT_VERSION == 3

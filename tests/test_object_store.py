@@ -6,6 +6,7 @@ import datetime
 import os
 
 import apache_beam as beam
+import fake_object_store
 import pytest
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, Features, Image, Retention, ShardedDataset, Video,
@@ -13,7 +14,6 @@ from beam_shards import (ArrowBackend, CacheNotFoundError, Features, Image, Rete
 from beam_shards.storage import fs
 from beam_shards.versions.gc import collect_garbage
 
-import fake_object_store
 from _support import FEATURES, example, jpeg, options
 
 
@@ -45,7 +45,8 @@ def test_sink_publishes_and_cleans_up_on_an_object_store(store):
     objects = _objects(store)
     assert "cache/_metadata.json" in objects
     assert not [o for o in objects if "_staging" in o or o.endswith(".tmp")], objects
-    assert sorted(o for o in objects if o.endswith(".arrow")) == sorted(f"cache/{s.file}" for s in manifest.shards)
+    assert sorted(o for o in objects if o.endswith(".arrow")) == sorted(
+        [f"cache/{s.file}" for s in manifest.shards] + [f"cache/_tables/{ref.file}" for ref in manifest.shards.refs])
     ids = ArrowBackend.open(path).slice(0, 120).column("id").to_pylist()
     assert sorted(ids) == list(range(120))
     row = ShardedDataset(path, image_mode="bytes")[ids.index(5)]

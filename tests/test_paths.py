@@ -34,7 +34,7 @@ def test_file_uri_paths_work_for_write_and_read(tmp_path):
     write_shards((example(i) for i in range(5)), uri, FEATURES)
     assert ArrowBackend.open(uri).num_rows == 5 and ArrowBackend.open(uri, version=1).num_rows == 20
     collect_garbage(uri, Retention(keep=1, min_age=datetime.timedelta(0)))
-    assert sorted(os.listdir(tmp_path / "cache")) == [".lock", "_metadata.json", "_versions",
+    assert sorted(os.listdir(tmp_path / "cache")) == [".lock", "_metadata.json", "_tables", "_versions",
                                                       f"shard-{read_metadata(uri).write_id}-00000-of-00001.arrow"]
 
 
@@ -47,7 +47,7 @@ def test_gc_in_a_folder_with_glob_characters(tmp_path):
         f.write(b"partial")
     garbage = clean_up(path)
     assert list(garbage.files) == [f"_staging/20260101T000000Z-00000000/{'a' * 32}/part-00000.arrow"]
-    assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", "_versions", manifest.shards[0].file])
+    assert sorted(os.listdir(path)) == sorted([".lock", "_metadata.json", "_tables", "_versions", manifest.shards[0].file])
 
 
 def test_create_makes_its_folder_again_when_another_write_removed_it_meanwhile(tmp_path, monkeypatch):

@@ -112,7 +112,7 @@ def test_empty_input_publishes_a_valid_empty_cache(tmp_path):
     assert manifest.num_rows == 0 and manifest.num_shards == 0
     assert len(ShardedDataset(str(out))) == 0
     assert verify(str(out)).ok
-    assert sorted(os.listdir(out)) == [".lock", "_metadata.json", "_versions"]
+    assert sorted(os.listdir(out)) == [".lock", "_metadata.json", "_tables", "_versions"]
 
 
 def test_bundle_repeat_runs_every_bundle_and_finalize_twice_yet_writes_once(tmp_path):

@@ -45,8 +45,18 @@ def test_a_denied_shard_is_a_store_access_error_naming_the_shard_not_a_corrupt_c
     store, proxy = faulty_s3
     path = _cache(store)
     backend = ArrowBackend.open(path)
-    proxy.refuse(".arrow")
+    proxy.refuse("/shard-")
     with pytest.raises(StoreAccessError, match=r"shard-.*\.arrow: the store denied access"):
+        backend.get_row(0)
+    assert proxy.refused >= 1
+
+
+def test_a_denied_shard_table_is_a_store_access_error_naming_it(faulty_s3):
+    store, proxy = faulty_s3
+    path = _cache(store)
+    backend = ArrowBackend.open(path)  # reads the header alone: the shard table is read on the first row
+    proxy.refuse("/_tables/")
+    with pytest.raises(StoreAccessError, match=r"_tables/.*\.arrow: the store denied access"):
         backend.get_row(0)
     assert proxy.refused >= 1
 

@@ -25,14 +25,16 @@ from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDat
 from beam_shards.cli import commands as cli
 from beam_shards.errors import FileTooLargeError
 from beam_shards.format.catalog import read_pointer
-from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, version_name
+from beam_shards.format.layout import MANIFEST_NAME, TABLES_DIR, VERSIONS_DIR, new_write_id, version_name
+from beam_shards.shards.writer import WriterOptions
 from beam_shards.storage import fs
+from beam_shards.versions import commit
 from pipelines import csv as csv_pipeline, demo, image_folder, jsonl, parquet, tfrecord
 
 from _reliability import SCRIPTS, VERSIONS, write_version
 from _services import free_port
 from _stores import STORE_VARIABLES
-from _support import FEATURES, clean_up, example, jpeg, options, png, race_to_create, run_with_deadline
+from _support import FEATURES, clean_up, example, jpeg, options, png, race_to_create, run_with_deadline, stage
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
 
@@ -295,6 +297,7 @@ def leftovers(path: str) -> list[str]:
     keep = {MANIFEST_NAME}
     for manifest in list_versions(path):
         keep |= {shard.file for shard in manifest.shards} | {f"{VERSIONS_DIR}/{version_name(manifest.version)}"}
+        keep |= {f"{TABLES_DIR}/{ref.file}" for ref in manifest.shards.refs if manifest.format_version >= 3}
     return sorted(set(fs.walk(path)) - keep)
 
 
@@ -320,6 +323,8 @@ def test_two_racing_writers_end_as_two_versions(store, monkeypatch):
     real = fs.create_if_absent
 
     def contested(target: str, data: bytes, temp: str) -> bool:
+        if f"/{VERSIONS_DIR}/" not in target:  # a shard table: named by its content, never contested
+            return real(target, data, temp)
         if threading.current_thread().name not in first_try:
             first_try.add(threading.current_thread().name)
             barrier.wait()
@@ -355,7 +360,7 @@ def _crash_writer(path: str, version: str, kill: str | None = None) -> subproces
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("kill, committed", [("version:1", False), ("manifest:1", True)])
+@pytest.mark.parametrize("kill, committed", [("version:1", False), ("version:2", False), ("manifest:1", True)])
 def test_sigkill_during_finalize_then_a_rerun(store, kill, committed):
     """Killed with the shards in place but nothing committed, or committed but `_metadata.json` not yet moved."""
     path = store.uri("cache")
@@ -373,3 +378,42 @@ def test_sigkill_during_finalize_then_a_rerun(store, kill, committed):
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert versions_hold(path) == (["A", "B", "C"] if committed else ["A", "C"])
     assert read_metadata(path).version == len(list_versions(path)) and not leftovers(path)
+
+
+# --- the races of issue 24's hostile review, on the store ------------------------------------------
+
+@pytest.mark.timeout(300)
+def test_a_finalize_running_twice_at_once_publishes_its_append_once(store, monkeypatch):
+    """The twin looks for its write just before the first finalize commits (forced), then reads that
+    commit as the latest; no lock serializes them on a store."""
+    path = store.uri("cache")
+    write_shards(rows(0, 10), path, SMALL)
+    write_id = new_write_id()
+    staged = stage(path, write_id, rows(100, 20), SMALL)
+
+    def publish():
+        return commit.publish(path, write_id=write_id, features=SMALL, staged=staged, options=WriterOptions(),
+                              metadata={}, mode="append")
+
+    first = publish()
+    real, looks = commit.find_published, []
+    monkeypatch.setattr(commit, "find_published", lambda *args: looks.append(args) or (
+        None if len(looks) == 1 else real(*args)))
+    second = publish()
+    assert len(looks) >= 2, "the early look was forced"
+    assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]
+    assert all_ids(path) == list(range(10)) + list(range(100, 120))
+
+
+@pytest.mark.timeout(300)
+def test_a_late_pointer_update_never_moves_the_latest_back(store):
+    """A commits version 2, its pointer update is slow; B commits 3 and returns; A's update lands."""
+    path = store.uri("cache")
+    write_shards(rows(0, 5), path, SMALL)
+    late = write_shards(rows(10, 5), path, SMALL)
+    write_shards(rows(20, 5), path, SMALL)
+    fs.write_bytes(fs.join(path, MANIFEST_NAME), late.to_json())  # A's late write of the pointer lands
+    assert read_pointer(path).version == 2, "the late update landed"
+    assert read_metadata(path).version == 3 and all_ids(path) == list(range(20, 25))
+    assert write_shards(rows(30, 5), path, SMALL, mode="append").version == 4
+    assert all_ids(path) == list(range(20, 25)) + list(range(30, 35)) and read_pointer(path).version == 4

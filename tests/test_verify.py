@@ -11,6 +11,7 @@ from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Fe
                          write_shards)
 from beam_shards.format.layout import MANIFEST_NAME
 
+from _reliability import listed_manifest
 from _support import FEATURES, example
 
 
@@ -22,8 +23,7 @@ def write(path: str, n: int = 40, features: Features = FEATURES, **options) -> l
 
 
 def manifest_data(path: str) -> dict:
-    with open(os.path.join(path, MANIFEST_NAME)) as handle:
-        return json.load(handle)
+    return listed_manifest(path)
 
 
 def save_manifest(path: str, data: dict) -> None:

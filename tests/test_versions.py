@@ -18,18 +18,17 @@ import apache_beam as beam
 import pytest
 
 from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, PublishError,
-                         Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError, WriteInProgressError,
-                         WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
+                         Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError,
+                         WriteInProgressError, WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
-from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.shards.writer import WriterOptions
 from beam_shards.versions import commit
-from beam_shards.versions.commit import staged_shards
-from beam_shards.versions.gc import collect_garbage, find_garbage, plan
+from beam_shards.versions.gc import collect_garbage, find_garbage, retained
 from beam_shards.versions.lock import cache_lock
 
-from _support import FEATURES, example, options, race_to_create
+from _support import FEATURES, example, options, race_to_create, stage as stage_shards
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
 FORMAT1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "format1_cache")
@@ -46,12 +45,7 @@ def ids(path: str, version: int | None = None) -> list[int]:
 
 
 def stage(path: str, write_id: str, examples: list[dict]):
-    """Stages `examples` as write `write_id` would, without publishing; returns the staged shards."""
-    writer = ShardWriter(SMALL, staged_shards(CacheLayout(path).new_attempt(write_id)),
-                         WriterOptions(shard_size_bytes=2_000, batch_size=10))
-    for i, item in enumerate(examples):
-        writer.add(item, i)
-    return writer.close()
+    return stage_shards(path, write_id, examples, SMALL)
 
 
 def publish(path: str, write_id: str, staged, mode: str = "overwrite"):
@@ -72,7 +66,7 @@ def test_every_publish_is_a_new_immutable_version(tmp_path):
         assert open(os.path.join(path, name), "rb").read() == data, "a published shard changed"
     assert read_metadata(path).version == 2 and read_metadata(path, version=1).write_id == first.write_id
     with open(os.path.join(path, MANIFEST_NAME)) as handle:
-        assert json.load(handle)["format_version"] == 1, "_metadata.json stays readable by format-1 readers"
+        assert json.load(handle)["format_version"] == 3, "_metadata.json holds the latest version's header"
     with pytest.raises(VersionNotFoundError, match=r"no version 7:.*kept: 1-2"):
         read_metadata(path, version=7)
 
@@ -138,8 +132,9 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
             staged_fast = stage(path, fast, rows(10, 5, "fast"))
             names = [shard_name(fast, i, len(staged_fast)) for i in range(len(staged_fast))]
             commit._move_into_place(CacheLayout(path), staged_fast, names)
-            shards = tuple(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum) for n, s in zip(names, staged_fast))
-            real_commit(CacheLayout(path), fast, SMALL, shards, None, {}, "append")
+            added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
+                     for n, s in zip(names, staged_fast)]
+            real_commit(CacheLayout(path), fast, SMALL, added, None, None, {}, "append", None, {})
             return stale
         return real(p)
 
@@ -224,10 +219,10 @@ def test_retention_removes_old_versions_and_only_their_files(tmp_path):
 
 def test_retention_plan_keeps_recently_superseded_versions():
     made = [_manifest(n, NOW - datetime.timedelta(days=30 - n * 5)) for n in range(1, 6)]
-    reasons, removed = plan({}, made, 5, Retention(keep=1, min_age=datetime.timedelta(days=12)), NOW)
+    removed = retained(made, 5, Retention(keep=1, min_age=datetime.timedelta(days=12)), NOW)
     # version n is superseded when n+1 is created: 30-5(n+1) days ago; kept when that is under 12 days.
     assert removed == [1, 2]
-    reasons, removed = plan({}, made, 3, Retention(keep=1, min_age=datetime.timedelta(0)), NOW)
+    removed = retained(made, 3, Retention(keep=1, min_age=datetime.timedelta(0)), NOW)
     assert removed == [1, 2, 4], "the version _metadata.json names is always kept"
 
 
@@ -422,11 +417,13 @@ def test_a_version_whose_manifest_a_reader_would_refuse_is_not_published(tmp_pat
     path, features = str(tmp_path / "cache"), Features({"x": Value("int64")})
     write_shards(({"x": i} for i in range(3)), path, features)
     size = len(commit.read_version(path, 1).to_json())
-    monkeypatch.setattr(commit, "MAX_MANIFEST_BYTES", size + 600)  # room for a few more shard entries
-    with pytest.raises(PublishError, match="would have a manifest of .* bytes .*nothing was published"):
+    # Features and metadata fit (checked before the write runs); the header around them does not.
+    monkeypatch.setattr(commit, "MAX_MANIFEST_BYTES", size - 100)
+    with pytest.raises(PublishError, match="would have a header of .* bytes, more than .*nothing was published"):
         write_shards(({"x": i} for i in range(40)), path, features, max_rows_per_shard=1, mode="append")
     assert read_metadata(path).version == 1 and [m.version for m in list_versions(path)] == [1]
     assert not any(name.startswith("shard-") and name.count("-of-00040") for name in os.listdir(path))
+    monkeypatch.undo()
     # The cache still takes writes, logs and collects.
     assert write_shards([{"x": 9}], path, features, mode="append").version == 2
     assert [m.version for m in list_versions(path)] == [1, 2]
@@ -465,7 +462,7 @@ def test_an_older_writers_late_pointer_update_does_not_move_the_latest_back(tmp_
     late = write_shards(rows(10, 5), path, SMALL)
     newest = write_shards(rows(20, 5), path, SMALL)
     with open(os.path.join(path, MANIFEST_NAME), "wb") as handle:  # A's late write of the pointer lands
-        handle.write(late.to_json(format_version=1))
+        handle.write(late.to_json())
     assert read_pointer(path).version == 2, "the late update landed"
     assert read_metadata(path).version == newest.version == 3 and ids(path) == list(range(20, 25))
     assert ShardedDataset(path)[0]["id"] == 20

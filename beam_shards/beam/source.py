@@ -107,7 +107,7 @@ class _Manifests:
     def get(self, path: str, version: int) -> Manifest:
         manifest = self._by_key.get((path, version))
         if manifest is None:
-            manifest = self._by_key[path, version] = read_metadata(path, version=version, check_files=False)
+            manifest = self._by_key[path, version] = read_metadata(path, version=version)
         return manifest
 
 

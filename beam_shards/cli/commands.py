@@ -62,16 +62,25 @@ def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
     """For each ClassLabel column (or Sequence of one), how many values each class id has;
     the key None counts nulls.
 
-    Only the label columns are read, batch by batch, and only the ids that occur are
-    counted, so memory follows the data, not `num_classes`. Ids out of range (in a
-    damaged shard) are counted as they are.
+    From the version's statistics, reading no shard; only a version without them (of
+    format 1 or 2) or a label of more classes than statistics count has its label
+    columns read, batch by batch, counting the ids that occur (memory follows the data,
+    not `num_classes`; ids out of range, in a damaged shard, are counted as they are).
 
     Raises:
       CorruptCacheError: a shard is missing, unreadable or does not match the manifest
         (its rows included).
     """
-    labels = [name for name, feature in manifest.features.items() if _label_feature(feature)]
-    counts = {name: collections.Counter() for name in labels}
+    labels, counts = [], {}
+    for name, feature in manifest.features.items():
+        stats = manifest.statistics.columns[name] if manifest.statistics is not None else None
+        if stats is not None and stats.classes is not None:
+            counts[name] = collections.Counter({i: n for i, n in enumerate(stats.classes) if n})
+            if stats.nulls and not isinstance(feature, SequenceFeature):
+                counts[name][None] = stats.nulls
+        elif _label_feature(feature):
+            labels.append(name)
+            counts[name] = collections.Counter()
     for shard_id in range(manifest.num_shards if labels else 0):
         for batch in ShardFile.of(manifest, shard_id).iter_batches(labels):
             for name in labels:
@@ -99,6 +108,19 @@ def _count_lines(feature: ClassLabel, counts: collections.Counter) -> list[str]:
     return lines
 
 
+def _statistics_lines(manifest: Manifest, width: int) -> list[str]:
+    """`info`'s lines of per-column statistics: nulls, and min and max of numeric values."""
+    if manifest.statistics is None:
+        return ["statistics   not recorded (a version of format 1 or 2, or an append onto one)"]
+    lines = ["statistics"]
+    for name, stats in manifest.statistics.columns.items():
+        line = f"  {name:<{width}}  {stats.nulls:,} null"
+        if stats.min is not None:
+            line += f", min {stats.min!r}, max {stats.max!r}"
+        lines.append(line)
+    return lines
+
+
 def _info(args: argparse.Namespace) -> int:
     manifest = read_metadata(args.path, version=args.version)
     rows = manifest.num_rows
@@ -120,6 +142,7 @@ def _info(args: argparse.Namespace) -> int:
     width = max(len(name) for name in manifest.features) if manifest.features else 0
     lines.append("features")
     lines += [f"  {name:<{width}}  {feature!r}" for name, feature in manifest.features.items()]
+    lines += _statistics_lines(manifest, width)
     for name, counts in class_counts(manifest).items():
         lines.append(f"{name}: count per class")
         lines += _count_lines(_label_feature(manifest.features[name]), counts)

@@ -1,17 +1,24 @@
 """Reading the versions of a cache: the latest, a pinned one, or every version still kept.
 
-Readers open `_metadata.json` (one read: the latest version) or `_versions/<N>.json`
-for a pinned version; writers and gc list `_versions/` to find the newest committed
-version, which `_metadata.json` follows. A format-1 cache (no `_versions/`) is version 1.
+Readers open `_metadata.json` (the latest version's header) and look for the version
+after it, which a writer may have committed without moving the pointer yet: two small
+reads, whatever the number of shards and versions. A pinned version is read from
+`_versions/<N>.json`; writers and gc list `_versions/`. Shard tables (`_tables/`) are
+read when a reader first needs them: memory-mapped locally, in one request from an
+object store. A format-1 cache (no `_versions/`) is version 1.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
+import pyarrow as pa
+
 from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FileTooLargeError, VersionNotFoundError
-from beam_shards.format.layout import CacheLayout, parse_version_name
+from beam_shards.format.layout import TABLES_DIR, CacheLayout, parse_version_name
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
+from beam_shards.format.shard_table import TableRef
 from beam_shards.storage import fs
 
 
@@ -27,7 +34,34 @@ def _read(path: str, where: str) -> Manifest:
         if not fs.is_local(where) and not fs.exists(where):
             raise FileNotFoundError(where) from None
         raise CorruptCacheError(f"cannot read {where}: {error}") from None
-    return Manifest.from_json(raw, path, where)
+    return Manifest.from_json(raw, path, where, functools.partial(read_table, path))
+
+
+def read_table(path: str, ref: TableRef) -> pa.Table:
+    """The shard table `ref` of the cache at `path`: memory-mapped locally, else read in one request.
+
+    Raises:
+      CorruptCacheError: the file is missing, of another size than `ref` says, or not
+        an Arrow IPC file (the message names it).
+    """
+    where = f"shard table {TABLES_DIR}/{ref.file} of the cache at {path}"
+    table_path = CacheLayout(path).table(ref.file)
+    try:
+        if fs.is_local(table_path):
+            source = fs.open_random_access(table_path)
+            size = source.size()
+        else:
+            raw = fs.read_bytes(table_path, limit=ref.size)
+            source, size = pa.BufferReader(raw), len(raw)
+        if size != ref.size:
+            raise CorruptCacheError(size_problem(where, size, ref.size))
+        return pa.ipc.open_file(source).read_all()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise CorruptCacheError(f"{where} is missing") from None
+    except FileTooLargeError:
+        raise CorruptCacheError(f"{where} holds more than the {ref.size:,} bytes its version says") from None
+    except (pa.ArrowException, OSError) as error:
+        raise CorruptCacheError(f"{where} is not a readable Arrow IPC file: {error}") from None
 
 
 def read_pointer(path: str) -> Manifest:
@@ -87,7 +121,7 @@ def version_numbers(path: str) -> list[int]:
     return sorted(n for n in map(parse_version_name, names) if n is not None)
 
 
-def read_metadata(path: str, *, version: int | None = None, check_files: bool = True) -> Manifest:
+def read_metadata(path: str, *, version: int | None = None, check_files: bool = False) -> Manifest:
     """Reads and validates the manifest of one version of the cache at `path`.
 
     Example:
@@ -95,15 +129,18 @@ def read_metadata(path: str, *, version: int | None = None, check_files: bool = 
         >>> manifest.version, manifest.num_rows, manifest.num_shards  # doctest: +SKIP
         >>> first = read_metadata("/tmp/my_cache", version=1)  # doctest: +SKIP
 
-    The latest version is the newest committed one: `_metadata.json`, unless a version
-    file newer than it is committed in `_versions/` (a writer died before it moved the
+    The latest version is the newest committed one: `_metadata.json`, unless the version
+    file after it is committed in `_versions/` (a writer died before it moved the
     pointer, or an older writer's slow pointer update landed after a newer one's), so the
-    latest never moves back once a publish returned.
+    latest never moves back once a publish returned. Reading it costs two small reads
+    (the header, and a look for the next version) at any size; each shard's size is
+    checked when a reader first opens it.
 
     Args:
       path: the cache folder (local, gs://, s3://...).
       version: the version to read; None for the latest.
-      check_files: also check that every listed shard exists with its recorded size.
+      check_files: also check now that every listed shard exists with its recorded
+        size (a request per shard on an object store).
 
     Raises:
       CacheNotFoundError: no `_metadata.json` at `path`.
@@ -112,7 +149,7 @@ def read_metadata(path: str, *, version: int | None = None, check_files: bool = 
         shard is missing or has another size than recorded.
     """
     latest = read_pointer(path)
-    latest = _newer_committed(path, latest.version) or latest
+    latest = _newer_committed(path, latest) or latest
     manifest = latest
     if version is not None and version != latest.version:
         if type(version) is not int or version < 1:
@@ -178,16 +215,19 @@ def latest_committed(path: str) -> Manifest | None:
     return pointer
 
 
-def _newer_committed(path: str, pointer_version: int) -> Manifest | None:
-    """The newest readable version file newer than the pointer's version, if any (one listing)."""
-    for number in reversed(version_numbers(path)):
-        if number <= pointer_version:
-            return None
+def _newer_committed(path: str, pointer: Manifest) -> Manifest | None:
+    """The newest readable version committed after the pointer's, if any: the version files after
+    it, looked for one by one until one is missing (one read when the pointer is up to date). A
+    damaged one is passed over: the pointer, or an older committed version, still serves."""
+    newest, number = None, pointer.version + 1
+    while True:
         try:
-            return read_version(path, number)
-        except (FileNotFoundError, CorruptCacheError):  # gone, or damaged: the pointer still serves
-            continue
-    return None
+            newest = read_version(path, number)
+        except (FileNotFoundError, NotADirectoryError):
+            return newest
+        except CorruptCacheError:
+            pass
+        number += 1
 
 
 def check_shard_sizes(manifest: Manifest) -> list[str]:
@@ -238,5 +278,5 @@ def shard_paths(path: str, version: int | None = None) -> list[str]:
     Raises:
       CacheNotFoundError, VersionNotFoundError, CorruptCacheError: as `read_metadata`.
     """
-    manifest = read_metadata(path, version=version, check_files=False)
+    manifest = read_metadata(path, version=version)
     return [manifest.shard_path(index) for index in range(manifest.num_shards)]

@@ -5,7 +5,8 @@ recognise the same names, so what gc may delete is decided by the very rules tha
 named the files. Pure logic: nothing here touches a file system.
 
     <cache>/_metadata.json                              the latest version (the commit point readers open)
-    <cache>/_versions/00000000000000000007.json         version 7's manifest, created once, never changed
+    <cache>/_versions/00000000000000000007.json         version 7's header, created once, never changed
+    <cache>/_tables/<write id>-<16 hex>.arrow            a shard table versions share, named by its content
     <cache>/shard-<write id>-00003-of-00010.arrow       a shard, named by the write that made it
     <cache>/_staging/<write id>/<attempt>/part-00003.arrow   a bundle attempt's staged shard
     <cache>/<file>.<write id>.<token>.tmp               a file being written (manifest, version, bad inputs)
@@ -28,6 +29,7 @@ from beam_shards.storage.fs import join
 
 MANIFEST_NAME = "_metadata.json"
 VERSIONS_DIR = "_versions"
+TABLES_DIR = "_tables"
 STAGING_DIR = "_staging"
 LOCK_NAME = ".lock"
 BAD_INPUTS_NAME = "_bad_inputs.jsonl"
@@ -35,10 +37,12 @@ BAD_INPUTS_NAME = "_bad_inputs.jsonl"
 _WRITE_ID = r"\d{8}T\d{6}Z-[0-9a-f]{8}"
 _WRITE_ID_RE = re.compile(rf"^{_WRITE_ID}$")
 _SHARD_RE = re.compile(rf"^shard-(?P<write_id>{_WRITE_ID})-\d{{5,}}-of-\d{{5,}}\.arrow$")
+_TABLE_RE = re.compile(rf"^(?P<write_id>{_WRITE_ID})-[0-9a-f]{{16}}\.arrow$")
 _VERSION_RE = re.compile(r"^(?P<number>\d{20})\.json$")
 _STAGED_RE = re.compile(rf"^{STAGING_DIR}/(?P<write_id>{_WRITE_ID})/[0-9a-f]{{32}}/part-\d{{5,}}\.arrow$")
 _TEMPORARY_RE = re.compile(
-    rf"^(?:{re.escape(MANIFEST_NAME)}|{re.escape(BAD_INPUTS_NAME)}|{VERSIONS_DIR}/\d{{20}}\.json)"
+    rf"^(?:{re.escape(MANIFEST_NAME)}|{re.escape(BAD_INPUTS_NAME)}|{VERSIONS_DIR}/\d{{20}}\.json"
+    rf"|{TABLES_DIR}/{_WRITE_ID}-[0-9a-f]{{16}}\.arrow)"
     rf"\.(?P<write_id>{_WRITE_ID})\.[0-9a-f]{{8}}\.tmp$")
 _VERSION_DIGITS = 20
 
@@ -83,6 +87,16 @@ def parse_version_name(name: str) -> int | None:
     return int(match.group("number")) if match else None
 
 
+def table_name(write_id: str, digest: str) -> str:
+    return f"{write_id}-{digest}.arrow"
+
+
+def write_id_of_table(name: str) -> str | None:
+    """The write id in a shard table's file name (in `_tables/`), None if the name is not a table's."""
+    match = _TABLE_RE.match(name)
+    return match.group("write_id") if match else None
+
+
 def write_id_of_shard(name: str) -> str | None:
     """The write id in a shard file name, None if the name is not a shard's."""
     match = _SHARD_RE.match(name)
@@ -92,14 +106,16 @@ def write_id_of_shard(name: str) -> str | None:
 def classify(relative: str) -> tuple[str, str | None] | None:
     """What a file is, from its path relative to the cache folder (with `/`): (kind, write id).
 
-    Kinds: "manifest", "lock", "bad_inputs", "version", "shard", "staged" and
-    "temporary"; the write id is the one a shard, a staged file or a temporary file
-    names (None for the others). None for a file beam_shards does not name.
+    Kinds: "manifest", "lock", "bad_inputs", "version", "table", "shard", "staged" and
+    "temporary"; the write id is the one a table, a shard, a staged file or a temporary
+    file names (None for the others). None for a file beam_shards does not name.
     """
     if relative in (MANIFEST_NAME, LOCK_NAME, BAD_INPUTS_NAME):
         return {MANIFEST_NAME: "manifest", LOCK_NAME: "lock", BAD_INPUTS_NAME: "bad_inputs"}[relative], None
     if relative.startswith(VERSIONS_DIR + "/") and parse_version_name(relative[len(VERSIONS_DIR) + 1:]) is not None:
         return "version", None
+    if relative.startswith(TABLES_DIR + "/") and write_id_of_table(relative[len(TABLES_DIR) + 1:]) is not None:
+        return "table", write_id_of_table(relative[len(TABLES_DIR) + 1:])
     for kind, pattern in (("shard", _SHARD_RE), ("staged", _STAGED_RE), ("temporary", _TEMPORARY_RE)):
         match = pattern.match(relative)
         if match:
@@ -149,6 +165,13 @@ class CacheLayout:
 
     def version(self, number: int) -> str:
         return join(self.path, VERSIONS_DIR, version_name(number))
+
+    def table(self, name: str) -> str:
+        return join(self.path, TABLES_DIR, name)
+
+    @property
+    def tables_dir(self) -> str:
+        return join(self.path, TABLES_DIR)
 
     def shard(self, name: str) -> str:
         return join(self.path, name)

@@ -1,11 +1,12 @@
 """The manifest: what one version of a cache holds, and its JSON form (pure logic, no I/O).
 
-A version's manifest lists its shards (file name, rows, bytes, checksum), its
-features, and how and when it was written. It is stored twice: immutable as
-`_versions/<N>.json` (format version 2), and as a copy of the latest in
-`_metadata.json`, written as format 1 plus the version number, so readers of format 1
-still open the latest version. Parsing trusts nothing in the file: every field is
-checked and any problem is a `CorruptCacheError` naming the file and the field.
+A version's manifest names its features, how and when it was written, its statistics
+and its shards. Format 3 (written now) keeps the shard list out of the JSON: the header
+names the shard tables (`shard_table`) that hold it, so a header stays a few KB at any
+size and is stored twice, immutable as `_versions/<N>.json` and as the copy of the
+latest in `_metadata.json`. Formats 1 and 2 listed every shard in the JSON; they are
+still read. Parsing trusts nothing in the file: every field is checked and any problem
+is a `CorruptCacheError` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -13,17 +14,22 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+from collections.abc import Callable
 from typing import Any
+
+import pyarrow as pa
 
 from beam_shards.errors import CorruptCacheError, FeatureError
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, write_id_of_shard
+from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
+from beam_shards.format.statistics import Statistics
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 
 FORMAT_NAME = "beam_shards"
-FORMAT_VERSION = 2
-# The format `_metadata.json` is written in: format-1 readers open the latest version from it.
-POINTER_FORMAT_VERSION = 1
+FORMAT_VERSION = 3
+# Format 2 listed the shards in the JSON; a format-1 cache's only version is kept in it.
+LISTED_FORMAT_VERSION = 2
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
 MAX_MANIFEST_BYTES = 256 << 20
@@ -32,17 +38,9 @@ MAX_MANIFEST_BYTES = 256 << 20
 MAX_DEPTH = 64
 _MAX_COUNT = 2**62
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
-             "shards", "compression", "writer", "metadata")
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    """One shard of a version: its file name in the cache folder, rows, bytes on disk and checksum."""
-
-    file: str
-    num_rows: int
-    num_bytes: int
-    checksum: str
+             "compression", "writer", "metadata")
+# Reads one shard table of a cache, for the lazy `ShardTable` of a format-3 manifest.
+TableLoader = Callable[[TableRef], pa.Table]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,34 +52,43 @@ class Manifest:
       version: the version number, 1 for the first publish (and for a format-1 cache).
       write_id: the id of the write that published this version.
       features: the schema.
-      shards: the shards, in row order.
+      shards: the shards, in row order (a `ShardTable`; a tuple is taken too).
       compression: None, "zstd" or "lz4".
       metadata: free user metadata.
       writer: package, pyarrow, Beam and Python versions of the writer.
       created: when the version was published (UTC, ISO 8601).
       parent_version: the latest version when this one was published (None for the first).
       mode: "overwrite", "append" or "error", as the write was asked.
+      statistics: rows, nulls, min and max, class counts per column; None for versions
+        of formats 1 and 2 and for appends onto them (not recorded then).
+      format_version: the format the manifest was read in, or will be written in.
     """
 
     path: str
     version: int
     write_id: str
     features: Features
-    shards: tuple[ShardInfo, ...]
+    shards: ShardTable
     compression: str | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     writer: dict[str, str] = dataclasses.field(default_factory=dict)
     created: str = ""
     parent_version: int | None = None
     mode: str = "overwrite"
+    statistics: Statistics | None = None
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.shards, ShardTable):
+            object.__setattr__(self, "shards", ShardTable.of(tuple(self.shards)))
 
     @property
     def num_rows(self) -> int:
-        return sum(shard.num_rows for shard in self.shards)
+        return self.shards.num_rows
 
     @property
     def num_bytes(self) -> int:
-        return sum(shard.num_bytes for shard in self.shards)
+        return self.shards.num_bytes
 
     @property
     def num_shards(self) -> int:
@@ -113,6 +120,9 @@ class Manifest:
                 f"compression={self.compression!r})")
 
     def to_dict(self, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
+        """The manifest as JSON data: a format-3 header naming the shard tables, or (`format_version=2`)
+        with every shard listed."""
+        listed = format_version < FORMAT_VERSION
         return {
             "format": FORMAT_NAME,
             "format_version": format_version,
@@ -126,8 +136,9 @@ class Manifest:
             "num_rows": self.num_rows,
             "num_bytes": self.num_bytes,
             "compression": self.compression,
-            "shards": [{"file": s.file, "num_rows": s.num_rows, "num_bytes": s.num_bytes, "checksum": s.checksum}
-                       for s in self.shards],
+            **({"shards": [dataclasses.asdict(s) for s in self.shards]} if listed else {
+                "num_shards": self.num_shards, "tables": [ref.to_dict() for ref in self.shards.refs],
+                "statistics": self.statistics.to_dict() if self.statistics is not None else None}),
             "writer": self.writer,
             "metadata": self.metadata,
         }
@@ -136,18 +147,19 @@ class Manifest:
         return json.dumps(self.to_dict(format_version), indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
     @classmethod
-    def from_json(cls, raw: bytes, path: str, where: str) -> Manifest:
-        """Parses and checks the manifest bytes read from `where`, for the cache at `path`.
+    def from_json(cls, raw: bytes, path: str, where: str, load: TableLoader | None = None) -> Manifest:
+        """Parses and checks the manifest bytes read from `where`, for the cache at `path`; `load`
+        reads its shard tables (format 3) when they are first used.
 
         Raises:
           CorruptCacheError: not UTF-8 JSON, nested more than `MAX_DEPTH` levels, NaN or
             infinite numbers, or any field missing or invalid; the message names `where`
             and the field.
         """
-        return cls.from_dict(parse_json(raw, where), path, where)
+        return cls.from_dict(parse_json(raw, where), path, where, load)
 
     @classmethod
-    def from_dict(cls, data: Any, path: str, where: str) -> Manifest:
+    def from_dict(cls, data: Any, path: str, where: str, load: TableLoader | None = None) -> Manifest:
         """Checks parsed manifest data; raises CorruptCacheError naming what is wrong."""
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise CorruptCacheError(f"{where} is not a beam_shards manifest (no \"format\": \"{FORMAT_NAME}\")")
@@ -174,14 +186,18 @@ class Manifest:
             raise CorruptCacheError(
                 f"{where}: schema fingerprint {_shown(data['schema_fingerprint'])} does not match its features "
                 f"({features.fingerprint()!r}); the manifest was edited")
-        if not isinstance(data["shards"], list):
-            raise CorruptCacheError(f"{where}: \"shards\" must be a list")
-        shards = tuple(_parse_shard(entry, i, where) for i, entry in enumerate(data["shards"]))
-        names = [s.file for s in shards]
-        if len(set(names)) != len(names):
-            raise CorruptCacheError(f"{where} lists a shard file more than once")
+        statistics = None
+        if format_version < FORMAT_VERSION:
+            shards = _parse_listed(data, where)
+        else:
+            shards = _parse_tables(data, where, load)
+            if data.get("statistics") is not None:
+                statistics = Statistics.from_dict(data["statistics"], features, where)
+                if statistics.num_rows != shards.num_rows:
+                    raise CorruptCacheError(f"{where}: its statistics count {statistics.num_rows} rows, its shards "
+                                            f"{shards.num_rows}")
         for field, unit in (("num_rows", "rows"), ("num_bytes", "bytes")):
-            total = sum(getattr(s, field) for s in shards)
+            total = getattr(shards, field)
             if total >= _MAX_COUNT:
                 raise CorruptCacheError(f"{where} lists shards of {total} {unit} in all, more than a cache may hold")
             # num_rows is required; num_bytes, a sum kept for people, is checked when present.
@@ -197,7 +213,37 @@ class Manifest:
             raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
         return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
-                   created=data.get("created", ""), parent_version=parent, mode=mode)
+                   created=data.get("created", ""), parent_version=parent, mode=mode, statistics=statistics,
+                   format_version=format_version)
+
+
+def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:
+    """The shards a format-1 or format-2 manifest lists in its JSON."""
+    if not isinstance(data.get("shards"), list):
+        raise CorruptCacheError(f"{where}: \"shards\" must be a list")
+    shards = tuple(_parse_shard(entry, i, where) for i, entry in enumerate(data["shards"]))
+    names = [s.file for s in shards]
+    if len(set(names)) != len(names):
+        raise CorruptCacheError(f"{where} lists a shard file more than once")
+    if sum(s.num_rows for s in shards) >= _MAX_COUNT or sum(s.num_bytes for s in shards) >= _MAX_COUNT:
+        raise CorruptCacheError(f"{where} lists more rows or bytes than a cache may hold")
+    return ShardTable.of(shards, where=where)
+
+
+def _parse_tables(data: dict[str, Any], where: str, load: TableLoader | None) -> ShardTable:
+    """The shard table a format-3 header names, read when first used."""
+    if not isinstance(data.get("tables"), list):
+        raise CorruptCacheError(f"{where}: \"tables\" must be a list")
+    refs = [TableRef.from_dict(entry, where) for entry in data["tables"]]
+    if len({ref.file for ref in refs}) != len(refs):
+        raise CorruptCacheError(f"{where} names a shard table more than once")
+    if sum(r.num_rows for r in refs) >= _MAX_COUNT or sum(r.num_bytes for r in refs) >= _MAX_COUNT:
+        raise CorruptCacheError(f"{where} names tables of more rows or bytes than a cache may hold")
+    shards = ShardTable(refs, where, load)
+    if data.get("num_shards") != len(shards):
+        raise CorruptCacheError(f"{where} says num_shards={_shown(data.get('num_shards'))} but its tables hold "
+                                f"{len(shards)}")
+    return shards
 
 
 def parse_json(raw: bytes, where: str) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
 import os
@@ -19,6 +18,7 @@ from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
+from beam_shards.format.shard_table import ShardInfo, ShardTable
 from beam_shards.read.indexing import as_int, check_index, check_indices
 from beam_shards.read.open_shard import CachedBatch, OpenShard
 from beam_shards.shards.shard_file import ShardFile
@@ -27,6 +27,8 @@ from beam_shards.storage.disk_cache import DiskCache
 DEFAULT_MAX_OPEN_SHARDS = 512
 DEFAULT_MAX_MEMORY_BYTES = 256 << 20
 DEFAULT_CACHE_MAX_BYTES = 16 << 30
+# How an in-memory table is routed: as one shard of this (never opened) name.
+_TABLE_SHARD = "shard-19700101T000000Z-00000000-00000-of-00001.arrow"
 
 
 class ArrowBackend:
@@ -71,12 +73,10 @@ class ArrowBackend:
         self._table = table
         if manifest is not None:
             self._schema = manifest.features.arrow_schema()
-            shard_rows = [s.num_rows for s in manifest.shards]
+            self._shards = manifest.shards
         else:
             self._schema = table.schema
-            shard_rows = [table.num_rows]
-        self._offsets = np.cumsum([0] + shard_rows, dtype=np.int64)
-        self._starts = self._offsets.tolist()
+            self._shards = ShardTable.of([ShardInfo(_TABLE_SHARD, table.num_rows, 0, "crc32:00000000")])
         self._reset()
 
     @classmethod
@@ -144,11 +144,11 @@ class ArrowBackend:
 
     @property
     def num_rows(self) -> int:
-        return self._starts[-1]
+        return self._shards.num_rows
 
     @property
     def num_shards(self) -> int:
-        return len(self._offsets) - 1
+        return len(self._shards)
 
     @property
     def schema(self) -> pa.Schema:
@@ -166,7 +166,7 @@ class ArrowBackend:
     @property
     def shard_offsets(self) -> np.ndarray:
         """The global index of each shard's first row, then the total (length num_shards + 1)."""
-        return self._offsets.copy()
+        return self._shards.row_starts()
 
     def get_row(self, index: int) -> dict[str, Any]:
         """Row `index` (negative counts from the end) as a dict: Python values, Array features as numpy views."""
@@ -178,9 +178,9 @@ class ArrowBackend:
         Only `columns` (all when empty) are read. Without features (an in-memory table),
         values are what `to_pylist` gives.
         """
-        shard_id = bisect.bisect_right(self._starts, index) - 1
+        shard_id, first = self._shards.locate(index)
         shard = self._shard(shard_id)
-        local = index - self._starts[shard_id]
+        local = index - first
         b = shard.locate(local)
         position = local - shard.starts[b]
         readers = self._batch(shard_id, shard, b).readers(self.features, image_mode, columns)
@@ -214,7 +214,7 @@ class ArrowBackend:
         Opens each shard once, in shard order, and reads each batch once. Rows are routed
         by one search over the first rows of every batch of the shards touched.
         """
-        shard_ids = np.flatnonzero(np.bincount(np.searchsorted(self._offsets, idx, side="right") - 1)).tolist()
+        shard_ids = np.unique(self._shards.shard_ids(idx)).tolist()
         shards = [self._shard(shard_id) for shard_id in shard_ids]
         firsts = np.concatenate([shard.firsts for shard in shards])
         slot = np.searchsorted(firsts, idx, side="right") - 1
@@ -249,9 +249,9 @@ class ArrowBackend:
         pieces = []
         position = start
         while position < stop:
-            shard_id = bisect.bisect_right(self._starts, position) - 1
+            shard_id, first = self._shards.locate(position)
             shard = self._shard(shard_id)
-            local = position - self._starts[shard_id]
+            local = position - first
             b = shard.locate(local)
             batch = self._batch(shard_id, shard, b).batch
             offset = local - shard.starts[b]
@@ -345,12 +345,17 @@ class ArrowBackend:
         file = ShardFile.of(self._manifest, shard_id)
         source = self._open_source(file)
         reader = file.reader(source)
-        if file.reads_free(source):
+        start, free = self._shards.start(shard_id), file.reads_free(source)
+        rows = self._shards.batch_rows(shard_id)
+        if rows is not None:  # the shard table says: no batch header is read before its batch is needed
+            file.check_batch_count(reader, rows)
+            return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows), resident=not free)
+        if free:
             unchecked = file.unchecked_batches(reader)
-            return OpenShard([batch.num_rows for batch in unchecked], self._starts[shard_id],
-                              functools.partial(_checked, file, unchecked), resident=False)
+            return OpenShard([batch.num_rows for batch in unchecked], start,
+                             functools.partial(_checked, file, unchecked), resident=False)
         rows = file.batch_rows(source, reader)
-        return OpenShard(rows, self._starts[shard_id], functools.partial(file.read_batch, reader), resident=True)
+        return OpenShard(rows, start, functools.partial(file.read_batch, reader), resident=True)
 
     def _open_source(self, file: ShardFile) -> pa.NativeFile:
         """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""

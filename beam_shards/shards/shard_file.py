@@ -112,6 +112,10 @@ class ShardFile:
             raise CorruptCacheError(f"{self.where} is missing{hint}") from None
         except IsADirectoryError:
             raise CorruptCacheError(f"{self.where} is not a regular file") from None
+        except OSError as error:
+            if self.is_remote:  # the store would not serve it: not the shard's fault
+                raise
+            raise CorruptCacheError(f"{self.where} cannot be opened: {error.strerror or error}") from None
         if source.size() != self.entry.num_bytes:
             raise CorruptCacheError(size_problem(self.where, source.size(), self.entry.num_bytes))
         return source
@@ -135,8 +139,10 @@ class ShardFile:
         with self.unreadable_as_corrupt():
             return pa.ipc.open_file(source, options=options)
 
-    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int) -> pa.RecordBatch:
-        """Record batch `index` of the shard opened as `reader`, its offsets and lengths checked.
+    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int,
+                   rows: Sequence[int] | None = None) -> pa.RecordBatch:
+        """Record batch `index` of the shard opened as `reader`, its offsets and lengths checked, and
+        its rows against `rows[index]` when the shard table gave `rows`.
 
         pyarrow trusts the offsets it reads: a damaged one sends a later read outside
         the memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks
@@ -149,7 +155,18 @@ class ShardFile:
         """
         with self.unreadable_as_corrupt():
             batch = reader.get_batch(index)
+        if rows is not None and batch.num_rows != rows[index]:
+            raise CorruptCacheError(f"{self.where}: record batch {index} holds {batch.num_rows} rows, the shard "
+                                    f"table says {rows[index]}")
         return self.check_batch(batch)
+
+    def check_batch_count(self, reader: pa.ipc.RecordBatchFileReader, rows: Sequence[int]) -> None:
+        """Raises CorruptCacheError unless the shard has a record batch for each of `rows` (the batch
+        rows its shard table gives), adding up to its entry's rows."""
+        self.check_rows(sum(rows))
+        if reader.num_record_batches != len(rows):
+            raise CorruptCacheError(f"{self.where} holds {reader.num_record_batches} record batches, the shard "
+                                    f"table lists {len(rows)}")
 
     def check_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it.

@@ -17,6 +17,7 @@ from beam_shards.display import preview_example
 from beam_shards.errors import EncodeError
 from beam_shards.features import Features
 from beam_shards.format.manifest import COMPRESSIONS
+from beam_shards.format.statistics import Statistics
 from beam_shards.shards.row_sizes import arrow_row_nbytes, plain_sizer, row_nbytes, values_nbytes
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
 from beam_shards.units import parse_count, parse_size
@@ -33,12 +34,16 @@ _FOOTER_BLOCK_BYTES = 24
 
 @dataclasses.dataclass(frozen=True)
 class WrittenShard:
-    """A shard the writer closed: the path it was written to, its rows, size on disk and checksum."""
+    """A shard the writer closed: the path it was written to, its rows, size on disk and checksum,
+    the rows of each of its record batches and its statistics (None where not known: a shard
+    given as input to a merge)."""
 
     path: str
     num_rows: int
     num_bytes: int
     checksum: str
+    batch_rows: tuple[int, ...] | None = None
+    statistics: Statistics | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,12 +178,15 @@ class ShardWriter:
         self._rows_bytes = 0
         self._path: str | None = None
         self._stream: ShardStream | None = None
-        self._closing: list[tuple[str, int, int, ShardStream]] = []  # shards their threads still write
+        # Shards their threads still write: (path, rows, bytes, stream, batch rows, statistics).
+        self._closing: list[tuple[str, int, int, ShardStream, tuple[int, ...], Statistics]] = []
         # What the streams may queue: half a batch, so a writer holds about two batches in all.
         self._pending = PendingBytes(max(1, self._batch_bytes // 2))
         self._ipc: pa.ipc.RecordBatchFileWriter | None = None
         self._shard_rows = 0
         self._shard_batches = 0
+        self._batch_rows: list[int] = []
+        self._statistics = Statistics.empty(features)
         self._written_uncompressed = 0
         self._written_on_disk = 0
         self.shards: list[WrittenShard] = []
@@ -291,7 +299,7 @@ class ShardWriter:
     def abort(self) -> list[str]:
         """Drops buffered rows, stops every shard's stream unsynced; returns every path it opened."""
         self._rows, self._plain = [], []
-        streams = [closing[-1] for closing in self._closing] + ([self._stream] if self._stream else [])
+        streams = [closing[3] for closing in self._closing] + ([self._stream] if self._stream else [])
         for stream in streams:
             stream.abort()
         self._closing = []
@@ -334,6 +342,8 @@ class ShardWriter:
         self._ipc.write_batch(batch)
         self._shard_rows += batch.num_rows
         self._shard_batches += 1
+        self._batch_rows.append(batch.num_rows)
+        self._statistics = self._statistics.merge(Statistics.of_batch(self._features, batch))
         if self._compressed:
             self._written_uncompressed += pa.ipc.get_record_batch_size(batch)
             self._written_on_disk += self._stream.size - before
@@ -358,15 +368,17 @@ class ShardWriter:
             return
         self._ipc.close()
         self._stream.finish()
-        self._closing.append((self._path, self._shard_rows, self._stream.size, self._stream))
+        self._closing.append((self._path, self._shard_rows, self._stream.size, self._stream, tuple(self._batch_rows),
+                              self._statistics))
         self._stream = self._ipc = None
         self._shard_rows = self._shard_batches = 0
+        self._batch_rows, self._statistics = [], Statistics.empty(self._features)
         # One shard goes to disk while the next is written: memory stays that of two streams.
         self._wait_closing(1)
 
     def _wait_closing(self, keep: int) -> None:
         """Waits until at most `keep` closed shards are still being written."""
         while len(self._closing) > keep:
-            path, rows, size, stream = self._closing[0]
-            self.shards.append(WrittenShard(path, rows, size, stream.result()))
+            path, rows, size, stream, batch_rows, statistics = self._closing[0]
+            self.shards.append(WrittenShard(path, rows, size, stream.result(), batch_rows, statistics))
             del self._closing[0]

@@ -7,10 +7,13 @@ Lance's and Delta's commits:
    finalize finds it and publishes nothing more (even if newer versions followed).
 2. Move the staged shards to `shard-<write id>-NNNNN-of-NNNNN.arrow`, names no other
    write uses; each rename checks source and destination, so a re-run continues.
-3. Create `_versions/<N+1>.json` only if it does not exist (a hard link on local
-   disks). A writer that loses the race re-reads the latest version, rebuilds its
-   manifest (an append re-bases on the winner) and tries N+2: two racing writes end
-   as two successive versions.
+3. Write the shard table of the new shards to `_tables/` (an append merges the small
+   tables at the end of the base version's list into it; `shard_table.plan_tables`),
+   named by its content, so a file there never changes. Then create the header
+   `_versions/<N+1>.json` only if it does not exist (a hard link on local disks, a
+   conditional write on S3 and GCS). A writer that loses the race re-reads the latest
+   version, rebuilds its header (an append re-bases on the winner) and tries N+2: two
+   racing writes end as two successive versions.
 4. Bring `_metadata.json` up to the newest version; it never moves back.
 5. Remove the write's own staging. Older versions are never touched here: only
    retention (`gc.py`) removes them.
@@ -21,6 +24,7 @@ Locally, steps 1 to 4 hold the cache lock (`lock.py`), which gc takes too.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import json
 import sys
@@ -33,12 +37,16 @@ from beam_shards._version import __version__
 from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, PublishError,
                                 SchemaMismatchError, best_effort)
 from beam_shards.features import Features
-from beam_shards.format.catalog import latest_committed, read_pointer, read_version, version_numbers
+from beam_shards.format.catalog import latest_committed, read_pointer, read_table, read_version, version_numbers
 from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
-from beam_shards.format.manifest import (MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest, ShardInfo, check_metadata,
-                                         json_depth)
+from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
+                                         check_metadata, json_depth)
+from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
+                                            table_file)
+from beam_shards.format.statistics import Statistics
 from beam_shards.shards.writer import WriterOptions, WrittenShard
 from beam_shards.storage import fs
+from beam_shards.storage.checksum import Crc32
 from beam_shards.versions.lock import cache_lock
 
 MAX_COMMIT_ATTEMPTS = 100
@@ -119,7 +127,7 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
             options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
-            parent: int | None = None, kept: dict[int, ShardInfo] | None = None, ordered: bool = False) -> Manifest:
+            parent: int | None = None, kept: dict[int, int] | None = None, ordered: bool = False) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -135,8 +143,9 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
       mode: "overwrite", "append" or "error".
       parent: publish only as the version after this one (a rewrite of it, such as
         `compact`); if another write published first, nothing is published.
-      kept: shards of the latest version that the new one lists again, by name and
-        unchanged, at the given positions; the staged shards fill the others in order.
+      kept: shards of version `parent` that the new one lists again, by name and
+        unchanged: new position -> index in `parent`; the staged shards fill the
+        others in order (the rows stay those of `parent`, and so its statistics).
       ordered: `staged` is in the order to publish (a deterministic write); otherwise
         the shards are ordered by their staged paths.
 
@@ -157,12 +166,12 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
             _move_into_place(layout, staged, names)
-            shards = tuple(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum) for name, s in zip(names, staged))
-            if kept:
-                new = iter(shards)
-                shards = tuple(kept[i] if i in kept else next(new) for i in range(len(shards) + len(kept)))
+            added = [(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
+                     for name, s in zip(names, staged)]
+            statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
-                manifest = _commit(layout, write_id, features, shards, options.compression, metadata, mode, parent)
+                manifest = _commit(layout, write_id, features, added, statistics, options.compression, metadata, mode,
+                                   parent, kept or {})
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
@@ -200,9 +209,11 @@ def find_published(path: str, write_id: str) -> Manifest | None:
     return None
 
 
-def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tuple[ShardInfo, ...],
-            compression: str | None, metadata: dict[str, Any], mode: str, parent: int | None = None) -> Manifest:
+def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
+            statistics: Statistics | None, compression: str | None, metadata: dict[str, Any], mode: str,
+            parent: int | None, kept: dict[int, int]) -> Manifest:
     path = layout.path
+    own: TableRef | None = None  # the table of the added shards, written once whatever the attempts
     for _ in range(MAX_COMMIT_ATTEMPTS):
         # This write's own finalize, running at once where no lock serializes them (object
         # stores), may have committed since `publish` looked: an append on top of it would
@@ -218,17 +229,27 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tupl
         if latest is not None and not version_numbers(path):
             _adopt_format1(layout, latest, write_id)
         base = latest if mode == "append" and latest is not None else None
+        version_statistics = statistics
+        if kept:
+            refs = [_write_table(layout, write_id, _with_kept(latest, added, kept))]
+            version_statistics = latest.statistics
+        else:
+            if own is None:
+                own = _write_table(layout, write_id, build_table([a[0] for a in added], [a[1] for a in added]))
+            refs = _append_tables(layout, write_id, base, own) if base is not None else [own]
+            if base is not None:
+                version_statistics = Statistics.total(features, [base.statistics, statistics])
+        number = latest.version + 1 if latest else 1
         manifest = Manifest(
-            path=path, version=latest.version + 1 if latest else 1, write_id=write_id, features=features,
-            shards=(base.shards if base else ()) + shards, compression=compression,
-            metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
+            path=path, version=number, write_id=write_id, features=features,
+            shards=ShardTable(refs, layout.version(number), functools.partial(read_table, path)),
+            compression=compression, metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-            parent_version=latest.version if latest else None, mode=mode)
+            parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics)
         target, text = layout.version(manifest.version), manifest.to_json()
         if len(text) > MAX_MANIFEST_BYTES:  # every reader would refuse it, and the cache take no more writes
-            raise PublishError(f"version {manifest.version} of {path} would have a manifest of {len(text):,} bytes "
-                               f"({len(manifest.shards):,} shards), more than the {MAX_MANIFEST_BYTES:,} a reader "
-                               "takes; nothing was published (compact the cache into fewer shards)")
+            raise PublishError(f"version {manifest.version} of {path} would have a header of {len(text):,} bytes, "
+                               f"more than the {MAX_MANIFEST_BYTES:,} a reader takes; nothing was published")
         if fs.create_if_absent(target, text, layout.temporary(target, write_id)):
             return manifest
         winner = read_version(path, manifest.version)
@@ -238,10 +259,50 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, shards: tupl
                        f"{MAX_COMMIT_ATTEMPTS} times in a row; nothing was published")
 
 
+def _write_table(layout: CacheLayout, write_id: str, table: pa.Table) -> TableRef:
+    """Writes `table` to `_tables/` under its content's name (kept if there already); returns its ref."""
+    name, data = table_file(table, write_id)
+    target = layout.table(name)
+    fs.create_if_absent(target, data, layout.temporary(target, write_id))
+    crc = Crc32()
+    crc.update(data)
+    rows, sizes = table.column("num_rows").to_numpy(), table.column("num_bytes").to_numpy()
+    return TableRef(name, table.num_rows, int(rows.sum()), int(sizes.sum()), len(data), crc.checksum())
+
+
+def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: TableRef) -> list[TableRef]:
+    """The tables of an append: the base version's, then the new shards' own; the small tables at the
+    end merged into one where `plan_tables` says (a base of format 1 or 2 is written as one table)."""
+    if base.format_version <= LISTED_FORMAT_VERSION:
+        refs = [_write_table(layout, write_id, base.shards.arrow())] if len(base.shards) else []
+    else:
+        refs = list(base.shards.refs)
+    merged = plan_tables([r.num_shards for r in refs] + [own.num_shards])
+    if merged == 1:
+        return refs + [own]
+    tail = refs[len(refs) - merged + 1:]
+    tables = [read_table(layout.path, ref) for ref in tail + [own]]
+    return refs[:len(refs) - merged + 1] + [_write_table(layout, write_id, concat_tables(tables))]
+
+
+def _with_kept(parent: Manifest, added: list[tuple[ShardInfo, tuple | None]], kept: dict[int, int]) -> pa.Table:
+    """The table of a rewrite of `parent` (compact): its shards at `kept` positions, the added ones between."""
+    new, shards, batch_rows = iter(added), [], []
+    for position in range(len(added) + len(kept)):
+        if position in kept:
+            shards.append(parent.shards[kept[position]])
+            batch_rows.append(parent.shards.batch_rows(kept[position]))
+        else:
+            shard, rows = next(new)
+            shards.append(shard)
+            batch_rows.append(rows)
+    return build_table(shards, batch_rows)
+
+
 def _adopt_format1(layout: CacheLayout, manifest: Manifest, write_id: str) -> None:
     """Keeps a format-1 cache's only version as `_versions/<1>.json`, so retention governs it too."""
     target = layout.version(manifest.version)
-    fs.create_if_absent(target, manifest.to_json(), layout.temporary(target, write_id))
+    fs.create_if_absent(target, manifest.to_json(LISTED_FORMAT_VERSION), layout.temporary(target, write_id))
 
 
 def update_pointer(layout: CacheLayout) -> Manifest | None:
@@ -260,7 +321,7 @@ def update_pointer(layout: CacheLayout) -> Manifest | None:
             current = None
         if current is not None and current >= newest.version:
             return newest
-        fs.write_bytes_atomic(layout.manifest, newest.to_json(format_version=1),
+        fs.write_bytes_atomic(layout.manifest, newest.to_json(newest.format_version),
                               layout.temporary(layout.manifest, newest.write_id))
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
@@ -312,6 +373,6 @@ def remove_staging(layout: CacheLayout, write_id: str) -> None:
     fs.delete_tree(layout.staging(write_id))
     fs.remove_empty_dir(layout.staging_root)
     if fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
-        temporaries = [p for folder in (layout.path, layout.versions_dir) if fs.exists(folder)
+        temporaries = [p for folder in (layout.path, layout.versions_dir, layout.tables_dir) if fs.exists(folder)
                        for p in fs.list_dir(folder, layout.temporaries_of(write_id))]
         fs.delete(sorted(temporaries))

@@ -49,7 +49,7 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
         staged, kept = [], {}
         for index, indices in enumerate(bins):
             if len(indices) == 1:
-                kept[index] = latest.shards[indices[0]]
+                kept[index] = indices[0]
                 continue
             inputs = [WrittenShard(layout.shard(latest.shards[i].file), latest.shards[i].num_rows,
                                    latest.shards[i].num_bytes, latest.shards[i].checksum) for i in indices]

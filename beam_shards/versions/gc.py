@@ -1,17 +1,22 @@
 """Garbage collection: retention of old versions, and what killed writes left behind.
 
-`plan` decides from names, ages and the kept manifests alone (pure logic) which
-files may go; `find_garbage` lists a cache and plans; `collect_garbage` does the same
-under the cache lock and deletes. The rules:
+`retained` decides which versions retention removes, and `plan` which files may go,
+from names, ages and the shards and tables the versions list (pure logic);
+`find_garbage` lists a cache, reads each shard table the versions name once (tables
+are shared between versions, so this costs the distinct shards, not versions x
+shards) and plans; `collect_garbage` does the same under the cache lock and deletes.
+The rules:
 
 - Versions: the newest `keep` versions and the one `_metadata.json` names are always
   kept, and so is every version superseded less than `min_age` ago (a reader may
   have opened it just before the next one was published). Other versions go: their
-  manifest and the shards no kept version lists.
-- Leftovers: a staging folder, a temporary file or a shard no version lists is
+  header, and the shard tables and shards no kept version lists.
+- Leftovers: a staging folder, a temporary file, a shard table or a shard no version lists is
   removed once its write started, and the file last changed, at least `min_age` ago,
   so a write still running (a Beam job stages without any lock) keeps its files.
   `min_age=0` removes them at once: use it only when no write to the cache runs.
+  Finding them lists the whole folder, so the retention a write runs after it
+  publishes (`sweep=False`) leaves them to `beam-shards gc`.
 - Only files that `layout.classify` recognises are ever deleted, never a link's
   target, and only in a folder that holds a cache or staging in beam_shards' layout.
 """
@@ -23,8 +28,9 @@ import datetime
 import os
 
 from beam_shards.errors import CacheNotFoundError
-from beam_shards.format.catalog import read_pointer, read_version, version_numbers
-from beam_shards.format.layout import STAGING_DIR, CacheLayout, classify, is_write_id, parse_version_name, write_id_time
+from beam_shards.format.catalog import read_pointer, read_table, read_version, version_numbers
+from beam_shards.format.layout import (STAGING_DIR, TABLES_DIR, VERSIONS_DIR, CacheLayout, classify, is_write_id,
+                                       parse_version_name, version_name, write_id_time)
 from beam_shards.format.manifest import Manifest
 from beam_shards.storage import fs
 from beam_shards.units import parse_duration
@@ -92,12 +98,11 @@ class Garbage:
                 f"removed_versions={self.removed_versions})")
 
 
-def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int | None, retention: Retention,
-         now: datetime.datetime) -> tuple[dict[str, str], list[int]]:
-    """Which of `files` (relative path -> stat) gc removes, with why; and the versions removed.
+def retained(versions: list[Manifest], pointer: int | None, retention: Retention,
+             now: datetime.datetime) -> list[int]:
+    """The numbers of the versions retention removes, oldest first.
 
     Args:
-      files: every file under the cache folder.
       versions: the manifests of every version in `_versions/` (or the format-1 one).
       pointer: the version `_metadata.json` names, None if there is none.
       retention: what to keep.
@@ -110,9 +115,21 @@ def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int |
         superseded = by_number[newer].created_at
         if superseded is None or now - superseded < retention.min_age:
             kept.add(older)
-    removed = [n for n in numbers if n not in kept]
-    referenced = {s.file for n in kept for s in by_number[n].shards}
-    listed_by_removed = {s.file for n in removed for s in by_number[n].shards}
+    return [n for n in numbers if n not in kept]
+
+
+def plan(files: dict[str, fs.FileStat], removed: list[int], referenced: set[str], listed_by_removed: set[str],
+         retention: Retention, now: datetime.datetime) -> dict[str, str]:
+    """Which of `files` (relative path -> stat) gc removes, with why.
+
+    Args:
+      files: every file under the cache folder.
+      removed: the versions retention removes.
+      referenced: the shards and shard tables (relative paths) kept versions list.
+      listed_by_removed: those the removed versions list.
+      retention: what to keep.
+      now: the current time (UTC).
+    """
     reasons = {}
     for relative, stat in files.items():
         found = classify(relative)
@@ -121,14 +138,30 @@ def plan(files: dict[str, fs.FileStat], versions: list[Manifest], pointer: int |
         kind, write_id = found
         if kind == "version" and parse_version_name(relative.rsplit("/", 1)[-1]) in removed:
             reasons[relative] = "manifest of a version retention removes"
-        elif kind == "shard" and relative not in referenced:
+        elif kind in ("shard", "table") and relative not in referenced:
             if relative in listed_by_removed:
-                reasons[relative] = "shard only versions that retention removes list"
+                reasons[relative] = f"{kind} only versions that retention removes list"
             elif _stale(write_id, stat, retention, now):
-                reasons[relative] = "shard no version lists, of a write that never published"
+                reasons[relative] = f"{kind} no version lists, of a write that never published"
         elif kind in ("staged", "temporary") and _stale(write_id, stat, retention, now):
             reasons[relative] = "staged by a write that stopped" if kind == "staged" else "temporary file of a write that stopped"
-    return reasons, removed
+    return reasons
+
+
+def listed_files(path: str, versions: list[Manifest], known: set[str] = frozenset()) -> set[str]:
+    """The shards and shard tables (paths relative to the cache) `versions` list, each table read
+    once, none of those in `known` (whose shards are known already)."""
+    listed: set[str] = set()
+    for manifest in versions:
+        if manifest.format_version < 3:
+            listed.update(manifest.shards.names())
+            continue
+        for ref in manifest.shards.refs:
+            table = f"{TABLES_DIR}/{ref.file}"
+            if table not in listed and table not in known:
+                listed.add(table)
+                listed.update(read_table(path, ref).column("file").to_pylist())
+    return listed
 
 
 def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime.datetime) -> bool:
@@ -136,8 +169,17 @@ def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime
     return now - changed >= retention.min_age
 
 
-def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None) -> Garbage:
+def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None,
+                 sweep: bool = True) -> Garbage:
     """Lists what gc would remove from the cache at `path` (removes nothing).
+
+    Args:
+      path: the cache folder.
+      retention: what to keep.
+      now: the current time (UTC); the clock's by default.
+      sweep: also list the whole folder for what stopped writes left. Without it only
+        the files of the versions retention removes are found, by name, so the cost
+        follows what is removed (what a write runs after it publishes).
 
     Raises:
       CacheNotFoundError: `path` holds neither a cache nor staging in beam_shards' layout.
@@ -149,7 +191,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     except CacheNotFoundError:
         latest = None
     pointer = latest.version if latest is not None else None
-    files = fs.walk(path) if _is_folder(path) else {}
+    files = fs.walk(path) if sweep and _is_folder(path) else {}
     numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
     found = {}
     for number in numbers:
@@ -163,9 +205,25 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     if pointer is None and not versions and not _holds_our_layout(path, files):
         raise CacheNotFoundError(f"{path} is not a beam_shards cache (no _metadata.json, no versions) and holds no "
                                  "staging a beam_shards write left; nothing removed")
-    reasons, removed = plan(files, versions, pointer, retention, now or datetime.datetime.now(datetime.timezone.utc))
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    removed = retained(versions, pointer, retention, now)
+    if not sweep and not removed:
+        return Garbage(path, {}, {}, [], [m.version for m in versions], pointer is not None)
+    referenced = listed_files(path, [m for m in versions if m.version not in removed])
+    listed_by_removed = listed_files(path, [m for m in versions if m.version in removed], referenced) - referenced
+    if not sweep:
+        files = _stats(path, [f"{VERSIONS_DIR}/{version_name(n)}" for n in removed] + sorted(listed_by_removed))
+    reasons = plan(files, removed, referenced, listed_by_removed, retention, now)
     return Garbage(path, {r: files[r].size for r in sorted(reasons)}, reasons, removed,
                    [m.version for m in versions if m.version not in removed], pointer is not None)
+
+
+def _stats(path: str, relatives: list[str]) -> dict[str, fs.FileStat]:
+    """The files among `relatives` (paths relative to `path`) that exist, with their sizes."""
+    paths = [fs.join(path, *relative.split("/")) for relative in relatives]
+    found = fs.sizes(paths) if paths else {}
+    return {relative: fs.FileStat(found[full], 0.0) for relative, full in zip(relatives, paths)
+            if found[full] is not None and found[full] >= 0}
 
 
 def _holds_our_layout(path: str, files: dict[str, fs.FileStat]) -> bool:
@@ -182,8 +240,9 @@ def _is_folder(path: str) -> bool:
     return not fs.is_local(path) or os.path.isdir(fs.local_path(path))
 
 
-def collect_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None) -> Garbage:
-    """Removes what `find_garbage` lists, under the cache lock; returns what was removed.
+def collect_garbage(path: str, retention: Retention = Retention(), *, now: datetime.datetime | None = None,
+                    sweep: bool = True) -> Garbage:
+    """Removes what `find_garbage` lists (with the same `sweep`), under the cache lock; returns what was removed.
 
     Also brings `_metadata.json` up to the newest committed version, should a writer
     have died between its commit and that update.
@@ -193,9 +252,10 @@ def collect_garbage(path: str, retention: Retention = Retention(), *, now: datet
       WriteInProgressError: a local publish or gc holds the lock now; nothing is removed.
     """
     layout = CacheLayout(path)
-    find_garbage(path, retention, now=now)  # a folder that is not a cache gets no lock file either
+    if sweep:
+        find_garbage(path, retention, now=now)  # a folder that is not a cache gets no lock file either
     with cache_lock(layout, wait=False):
-        garbage = find_garbage(path, retention, now=now)
+        garbage = find_garbage(path, retention, now=now, sweep=sweep)
         if garbage.published or garbage.kept_versions:
             update_pointer(layout)
         # Manifests before shards: a version is gone before any of its files are.

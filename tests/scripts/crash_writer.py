@@ -17,15 +17,18 @@ manifest, cleanup) and `done WRITE_ID SECONDS` at the end. It is killed with SIG
   kill_after  by the server, that many seconds after the writer enters `kill_phase`
               (default staging): a random moment, at any instruction, in any thread
   kill POINT:N  by itself on the Nth call of POINT, before the call runs:
-    create     opening a file (staged shards, then the version's and the pointer's temporary files)
+    create     opening a file (staged shards, then the temporary files of the shard table, the
+               version's header and the pointer)
     publish    the finalize step, before it touches anything
     rename     os.rename: each staged shard moved into place, then `_metadata.json`
-    commit     os.link: the version file created from its temporary file (the commit)
-    version    fs.create_if_absent: creating the version file, on every scheme (on an
-               object store: the shards are in place, nothing is committed yet)
+    commit     os.link: the shard table (1), then the version file (2, the commit) created
+               from their temporary files
+    version    fs.create_if_absent: creating the shard table (1), then the version file (2),
+               on every scheme (on an object store: the shards are in place, nothing is
+               committed yet)
     manifest   writing `_metadata.json` (temporary file, then rename)
     cleanup    after `_metadata.json` is in place, before the staging is removed
-    unlink     each file removed (the version's temporary file, the staging folder)
+    unlink     each file removed (the temporary files, the staging folder)
 """
 
 from __future__ import annotations

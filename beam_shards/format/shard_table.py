@@ -1,0 +1,321 @@
+"""The shard table of a version (format 3): which shards it lists, read lazily from Arrow IPC files
+that versions share (pure logic: files are read through a loader the caller gives).
+
+A version lists its shards as a few table files, oldest first, named in its header by
+`TableRef`s. Each table file is one Arrow record batch with a row per shard: file name,
+rows, bytes, checksum, its first row within the table and the rows of each of its
+record batches (so opening a shard reads its footer, not every batch header). An append
+writes a table of its new shards only, and `plan_tables` merges small tail tables the
+way a binary counter carries, so a version has O(log shards) tables and an entry is
+rewritten O(log shards) times over a cache's life.
+
+`ShardTable` is the sequence of `ShardInfo` a `Manifest` holds. Tables load on first
+use (memory-mapped where they are local) and an entry is checked when it is touched,
+so opening a version costs the same at 10 shards as at 10 million; it pickles as its
+refs alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import hashlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beam_shards.errors import CorruptCacheError
+from beam_shards.features.columns import numpy_values
+from beam_shards.format.layout import TABLES_DIR, table_name, write_id_of_shard, write_id_of_table
+from beam_shards.storage.checksum import CHECKSUM_PATTERN
+
+TABLE_SCHEMA = pa.schema([
+    pa.field("file", pa.string(), nullable=False),
+    pa.field("num_rows", pa.int64(), nullable=False),
+    pa.field("num_bytes", pa.int64(), nullable=False),
+    pa.field("checksum", pa.string(), nullable=False),
+    pa.field("row_start", pa.int64(), nullable=False),
+    pa.field("batch_rows", pa.list_(pa.int64())),
+])
+# A table of up to this many shards keeps its row starts as a Python list too: bisect on a list
+# routes one row ~20x faster than numpy.
+_LIST_ROUTING_SHARDS = 1 << 16
+_MAX_COUNT = 2**62
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a version: its file name in the cache folder, rows, bytes on disk and checksum."""
+
+    file: str
+    num_rows: int
+    num_bytes: int
+    checksum: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRef:
+    """A table file as a version's header names it: its shards, rows and shard bytes, and the file's
+    own size and checksum."""
+
+    file: str
+    num_shards: int
+    num_rows: int
+    num_bytes: int
+    size: int
+    checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> TableRef:
+        """Checks a table entry of a header; raises CorruptCacheError naming `where`."""
+        fields = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(data, dict) or sorted(data) != sorted(fields):
+            raise CorruptCacheError(f"{where}: a table entry must have exactly the fields {', '.join(fields)}")
+        if not isinstance(data["file"], str) or write_id_of_table(data["file"]) is None:
+            raise CorruptCacheError(f"{where}: invalid table file name {str(data['file'])[:80]!r}")
+        if not all(type(data[f]) is int and 0 <= data[f] < _MAX_COUNT for f in fields[1:5]) \
+                or not isinstance(data["checksum"], str) or not CHECKSUM_PATTERN.fullmatch(data["checksum"]):
+            raise CorruptCacheError(f"{where}: table {data['file']} has invalid counts, size or checksum")
+        return cls(**data)
+
+
+def build_table(shards: Sequence[ShardInfo], batch_rows: Sequence[Sequence[int] | None]) -> pa.Table:
+    """The table of `shards`, in order, with the rows of each one's record batches (None: not known)."""
+    rows = np.fromiter((s.num_rows for s in shards), dtype=np.int64, count=len(shards))
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(shards) else rows
+    return pa.table([pa.array([s.file for s in shards], pa.string()), pa.array(rows),
+                     pa.array([s.num_bytes for s in shards], pa.int64()),
+                     pa.array([s.checksum for s in shards], pa.string()), pa.array(starts, pa.int64()),
+                     pa.array(list(batch_rows), pa.list_(pa.int64()))], schema=TABLE_SCHEMA)
+
+
+def concat_tables(tables: Sequence[pa.Table]) -> pa.Table:
+    """The tables one after the other, row starts renumbered, as one table of one batch."""
+    if not tables:
+        return build_table([], [])
+    joined = pa.concat_tables([t.select(TABLE_SCHEMA.names).cast(TABLE_SCHEMA) for t in tables]).combine_chunks()
+    rows = joined.column("num_rows").to_numpy()
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(rows) else rows
+    return joined.set_column(4, TABLE_SCHEMA.field("row_start"), pa.array(starts, pa.int64()))
+
+
+def table_file(table: pa.Table, write_id: str) -> tuple[str, bytes]:
+    """The name and bytes of the file holding `table` (one record batch): the name is the writing
+    write's id and a hash of the bytes, so a name never stands for two contents."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, TABLE_SCHEMA) as writer:
+        writer.write_table(table, max_chunksize=max(1, table.num_rows))
+    data = sink.getvalue().to_pybytes()
+    return table_name(write_id, hashlib.blake2b(data, digest_size=8).hexdigest()), data
+
+
+def plan_tables(sizes: Sequence[int]) -> int:
+    """How many tables at the end of a version's list (of `sizes` shards each, oldest first, the
+    newest last) to merge into one: the last two merge while the older holds fewer than twice as
+    many shards, as a binary counter carries."""
+    merged, tail = 1, sizes[-1] if sizes else 0
+    while merged < len(sizes) and sizes[-merged - 1] < 2 * tail:
+        tail += sizes[-merged - 1]
+        merged += 1
+    return merged
+
+
+class _Segment:
+    """One loaded table: its Arrow columns, and numpy views of row starts and rows."""
+
+    __slots__ = ("table", "starts", "rows", "starts_list", "checked")
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.starts = _numpy(table.column("row_start"))
+        self.rows = _numpy(table.column("num_rows"))
+        self.starts_list = self.starts.tolist() if len(self.starts) <= _LIST_ROUTING_SHARDS else None
+        self.checked: set[int] = set()
+
+    def locate(self, local_row: int) -> int:
+        if self.starts_list is not None:
+            return bisect.bisect_right(self.starts_list, local_row) - 1
+        return int(np.searchsorted(self.starts, local_row, side="right")) - 1
+
+
+def _numpy(column: pa.ChunkedArray) -> np.ndarray:
+    return numpy_values(column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
+
+
+class ShardTable(Sequence[ShardInfo]):
+    """The shards of one version, in row order: a sequence of `ShardInfo` read lazily from its tables.
+
+    Example:
+        >>> table = ShardTable.of([ShardInfo("shard-20260101T000000Z-0000000a-00000-of-00001.arrow",
+        ...                                  5, 100, "crc32:00000000")])
+        >>> len(table), table.num_rows, table.locate(3)
+        (1, 5, (0, 0))
+
+    Args:
+      refs: the table files, in order, as the header names them.
+      where: how errors name the version (its header file).
+      load: reads one table file (its ref given) as an Arrow table; None for a table built
+        in memory (`ShardTable.of`).
+
+    Raises:
+      CorruptCacheError (from any access): a table file is missing, damaged, or does
+        not match its ref; an entry touched is invalid. The message names the file.
+    """
+
+    def __init__(self, refs: Sequence[TableRef], where: str, load: Callable[[TableRef], pa.Table] | None,
+                 loaded: Sequence[pa.Table] | None = None):
+        self.refs = tuple(refs)
+        self.where = where
+        self._load = load
+        self._first_shards = np.cumsum([0] + [r.num_shards for r in self.refs]).tolist()
+        self._first_rows = np.cumsum([0] + [r.num_rows for r in self.refs]).tolist()
+        self._segments: list[_Segment | None] = [None] * len(self.refs)
+        self._lock = threading.Lock()
+        for k, table in enumerate(loaded or ()):
+            self._segments[k] = self._check(k, table)
+
+    @classmethod
+    def of(cls, shards: Sequence[ShardInfo], batch_rows: Sequence[Sequence[int] | None] | None = None,
+           where: str = "the shard list") -> ShardTable:
+        """A table held in memory, of `shards` (format 1 and 2 manifests, a write being published)."""
+        table = build_table(shards, batch_rows if batch_rows is not None else [None] * len(shards))
+        ref = TableRef(table_name("00000000T000000Z-00000000", "0" * 16), len(shards),
+                       sum(s.num_rows for s in shards), sum(s.num_bytes for s in shards), 0, "crc32:00000000")
+        return cls([ref], where, None, [table])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        if self._load is not None:  # tables read again in the new process; built ones travel
+            state["_segments"] = [None] * len(self.refs)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ShardTable({self.where}, num_shards={len(self)}, num_rows={self.num_rows}, tables={len(self.refs)})"
+
+    def __len__(self) -> int:
+        return self._first_shards[-1]
+
+    @property
+    def num_rows(self) -> int:
+        return self._first_rows[-1]
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(r.num_bytes for r in self.refs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ShardTable, tuple, list)):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"shard {index} out of range for {len(self)} shards")
+        index %= len(self)
+        k = bisect.bisect_right(self._first_shards, index) - 1
+        segment, local = self._segment(k), index - self._first_shards[k]
+        return self._entry(k, segment, local)
+
+    def __iter__(self) -> Iterator[ShardInfo]:
+        for k in range(len(self.refs)):
+            segment = self._segment(k)
+            for local in range(len(segment.rows)):
+                yield self._entry(k, segment, local)
+
+    def names(self) -> list[str]:
+        """Every shard's file name (not checked), loading every table."""
+        return [name for k in range(len(self.refs)) for name in self._segment(k).table.column("file").to_pylist()]
+
+    def arrow(self) -> pa.Table:
+        """Every entry, as one Arrow table (loads every table)."""
+        return concat_tables([self._segment(k).table for k in range(len(self.refs))])
+
+    def batch_rows(self, index: int) -> list[int] | None:
+        """The rows of each record batch of shard `index` (in range), None when the table does not say."""
+        k = bisect.bisect_right(self._first_shards, index) - 1
+        rows = self._segment(k).table.column("batch_rows")[index - self._first_shards[k]].as_py()
+        return rows
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """(the shard holding `row`, in range, and that shard's first row)."""
+        k = bisect.bisect_right(self._first_rows, row) - 1
+        segment = self._segment(k)
+        local = segment.locate(row - self._first_rows[k])
+        return self._first_shards[k] + local, self._first_rows[k] + int(segment.starts[local])
+
+    def shard_ids(self, rows: np.ndarray) -> np.ndarray:
+        """The shard holding each of `rows` (int64, in range)."""
+        ks = np.searchsorted(self._first_rows, rows, side="right") - 1
+        ids = np.empty(len(rows), dtype=np.int64)
+        for k in np.unique(ks).tolist():
+            mask = ks == k
+            segment = self._segment(k)
+            ids[mask] = np.searchsorted(segment.starts, rows[mask] - self._first_rows[k], side="right") - 1 \
+                + self._first_shards[k]
+        return ids
+
+    def start(self, index: int) -> int:
+        """The first row of shard `index` (in range) in the whole version."""
+        k = bisect.bisect_right(self._first_shards, index) - 1
+        return self._first_rows[k] + int(self._segment(k).starts[index - self._first_shards[k]])
+
+    def row_starts(self) -> np.ndarray:
+        """The first row of every shard, then the total (loads every table)."""
+        parts = [self._segment(k).starts + self._first_rows[k] for k in range(len(self.refs))]
+        return np.concatenate(parts + [np.array([self.num_rows], dtype=np.int64)]).astype(np.int64)
+
+    def _segment(self, k: int) -> _Segment:
+        segment = self._segments[k]
+        if segment is None:
+            with self._lock:
+                segment = self._segments[k]
+                if segment is None:
+                    segment = self._segments[k] = self._check(k, self._load(self.refs[k]))
+        return segment
+
+    def _check(self, k: int, table: pa.Table) -> _Segment:
+        ref = self.refs[k]
+        where = f"shard table {TABLES_DIR}/{ref.file} of {self.where}"
+        if not table.schema.equals(TABLE_SCHEMA):
+            raise CorruptCacheError(f"{where} has schema {table.schema.to_string()!r}, not a shard table's")
+        if table.num_rows != ref.num_shards:
+            raise CorruptCacheError(f"{where} lists {table.num_rows} shards, the header says {ref.num_shards}")
+        if any(table.column(name).null_count for name in TABLE_SCHEMA.names[:5]):
+            raise CorruptCacheError(f"{where} has nulls where a shard entry needs a value")
+        segment = _Segment(table)
+        if len(segment.rows) and (segment.starts[0] != 0 or segment.starts[-1] + segment.rows[-1] != ref.num_rows):
+            raise CorruptCacheError(f"{where}: its row starts do not add up to the {ref.num_rows} rows the header says")
+        return segment
+
+    def _entry(self, k: int, segment: _Segment, local: int) -> ShardInfo:
+        columns = segment.table.columns
+        info = ShardInfo(columns[0][local].as_py(), columns[1][local].as_py(), columns[2][local].as_py(),
+                         columns[3][local].as_py())
+        if local not in segment.checked:
+            end = segment.starts[local + 1] if local + 1 < len(segment.starts) else self.refs[k].num_rows
+            where = f"shard table {TABLES_DIR}/{self.refs[k].file} of {self.where}"
+            if write_id_of_shard(info.file) is None:
+                raise CorruptCacheError(f"{where}: entry {local} has an invalid file name {info.file[:80]!r}")
+            if not (0 <= info.num_rows < _MAX_COUNT and 0 <= info.num_bytes < _MAX_COUNT) \
+                    or not CHECKSUM_PATTERN.fullmatch(info.checksum) or end - segment.starts[local] != info.num_rows:
+                raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has invalid rows, bytes or checksum")
+            batch_rows = columns[5][local].as_py()
+            if batch_rows is not None and (sum(batch_rows) != info.num_rows or min(batch_rows, default=1) < 0):
+                raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch rows that do not add up")
+            segment.checked.add(local)
+        return info
