@@ -69,7 +69,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
     options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-    metadata = check_write(path, features, metadata, mode)
+    metadata, since = check_write(path, features, metadata, mode)
     write_id = new_write_id()
     created = fs.is_local(path) and not os.path.exists(fs.local_path(path))
     writer = ShardWriter(features, staged_shards(CacheLayout(path).new_attempt(write_id)), options)
@@ -84,7 +84,7 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
             meter.update(writer.add(example, key), extra=shards)
         staged = writer.close()
         manifest = publish(path, write_id=write_id, features=features, staged=staged, options=options,
-                           metadata=metadata, mode=mode)
+                           metadata=metadata, mode=mode, since=since)
     except BaseException:
         with best_effort(f"remove the files of failed write {write_id}", path):
             writer.abort()

@@ -134,7 +134,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
             commit._move_into_place(CacheLayout(path), staged_fast, names)
             added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
                      for n, s in zip(names, staged_fast)]
-            real_commit(CacheLayout(path), fast, SMALL, added, None, None, {}, "append", None, {})
+            real_commit(CacheLayout(path), fast, SMALL, added, None, None, {}, "append", None, {}, None)
             return stale
         return real(p)
 

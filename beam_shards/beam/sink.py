@@ -90,8 +90,9 @@ class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
-                 retention: Retention | None, allow_empty: bool, in_order: bool = False):
+                 retention: Retention | None, allow_empty: bool, in_order: bool = False, since: int | None = None):
         self._path = path
+        self._since = since
         self._allow_empty = allow_empty
         self._in_order = in_order
         self._features = features
@@ -110,7 +111,8 @@ class _FinalizeFn(beam.DoFn):
             raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
                                   "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
         manifest = publish(self._path, write_id=write_id, features=self._features, staged=[item[1] for item in staged],
-                           options=self._options, metadata=self._metadata, mode=self._mode, ordered=self._in_order)
+                           options=self._options, metadata=self._metadata, mode=self._mode, ordered=self._in_order,
+                           since=self._since)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         layout = CacheLayout(self._path)
         for other in sorted(({item[0] for item in staged} | set(every_write_id)) - {write_id}):
@@ -211,9 +213,12 @@ class WriteToArrowShards(beam.PTransform):
         self._allow_empty = allow_empty
         self._deterministic = deterministic
         self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._metadata = check_write(path, features, metadata, mode)
+        self._metadata, since = check_write(path, features, metadata, mode)
         if write_id is not None:
             check_write_id(write_id)
+        # A write id made when the pipeline runs is newer than every version there now; one given
+        # may be a rerun's, whose version is older.
+        self._since = since if write_id is None else None
         self._path = path
         self._features = features
         self._mode = mode
@@ -265,7 +270,7 @@ class WriteToArrowShards(beam.PTransform):
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention,
-                        self._allow_empty, self._deterministic),
+                        self._allow_empty, self._deterministic, self._since),
             AsSingleton(write_id), AsList(merged), AsList(write_ids))
         return WriteWithBad(manifest, bad) if self._on_bad == "skip" else manifest
 

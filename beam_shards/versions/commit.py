@@ -78,8 +78,10 @@ def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
     return open_shard
 
 
-def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict[str, Any]:
-    """Checks the arguments of a write before anything runs; returns the metadata as a dict.
+def check_write(path: str, features: Features, metadata: Any, mode: str) -> tuple[dict[str, Any], int]:
+    """Checks the arguments of a write before anything runs; returns the metadata as a dict, and the
+    newest version committed now (0 for none), which a write with a fresh id publishes after:
+    `publish(since=...)` looks for its own version only above it.
 
     Raises:
       TypeError: `features` is not a Features object.
@@ -102,9 +104,10 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> dict
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
                          f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
+    latest = latest_committed(path)
     if mode != "overwrite":
-        _check_mode(path, features, None, mode, latest_committed(path))
-    return metadata
+        _check_mode(path, features, None, mode, latest)
+    return metadata, latest.version if latest is not None else 0
 
 
 def _check_mode(path: str, features: Features, compression: str | None, mode: str, latest: Manifest | None,
@@ -127,7 +130,8 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
             options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
-            parent: int | None = None, kept: dict[int, int] | None = None, ordered: bool = False) -> Manifest:
+            parent: int | None = None, kept: dict[int, int] | None = None, ordered: bool = False,
+            since: int | None = None) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -148,6 +152,9 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
         others in order (the rows stay those of `parent`, and so its statistics).
       ordered: `staged` is in the order to publish (a deterministic write); otherwise
         the shards are ordered by their staged paths.
+      since: a version committed before the write started (from `check_write`, for a
+        write id made after it): a retried finalize looks for its own version above it
+        alone, so the look costs the versions published since, not the cache's history.
 
     Returns:
       The manifest of the version holding this write.
@@ -161,7 +168,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     layout = CacheLayout(path)
     check_write_id(write_id)
     with cache_lock(layout):
-        manifest = find_published(path, write_id)
+        manifest = find_published(path, write_id, since)
         if manifest is None:
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
@@ -171,7 +178,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
                 manifest = _commit(layout, write_id, features, added, statistics, options.compression, metadata, mode,
-                                   parent, kept or {})
+                                   parent, kept or {}, since)
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
@@ -182,20 +189,22 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     return manifest
 
 
-def find_published(path: str, write_id: str) -> Manifest | None:
+def find_published(path: str, write_id: str, since: int | None = None) -> Manifest | None:
     """The kept version that write `write_id` published, None if it published none.
 
-    Looks from the newest version down, and stops at versions made well before the
-    write started, which cannot be its own.
+    Looks from the newest version down, and stops at version `since` (committed before
+    the write started) and at versions made well before the write started, which cannot
+    be its own.
     """
     started = write_id_time(write_id) - _CLOCK_SKEW
-    numbers = version_numbers(path)
+    numbers = [n for n in version_numbers(path) if since is None or n > since]
     try:
         pointer = read_pointer(path)
     except (CacheNotFoundError, CorruptCacheError):
         pointer = None
     if not numbers:
-        return pointer if pointer is not None and pointer.write_id == write_id else None
+        mine = pointer is not None and pointer.write_id == write_id and (since is None or pointer.version > since)
+        return pointer if mine else None
     for number in reversed(numbers):
         try:
             manifest = read_version(path, number, pointer)
@@ -211,14 +220,14 @@ def find_published(path: str, write_id: str) -> Manifest | None:
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
             statistics: Statistics | None, compression: str | None, metadata: dict[str, Any], mode: str,
-            parent: int | None, kept: dict[int, int]) -> Manifest:
+            parent: int | None, kept: dict[int, int], since: int | None) -> Manifest:
     path = layout.path
     own: TableRef | None = None  # the table of the added shards, written once whatever the attempts
     for _ in range(MAX_COMMIT_ATTEMPTS):
         # This write's own finalize, running at once where no lock serializes them (object
         # stores), may have committed since `publish` looked: an append on top of it would
         # list the write's shards twice.
-        mine = find_published(path, write_id)
+        mine = find_published(path, write_id, since)
         if mine is not None:
             return mine
         latest = latest_committed(path)

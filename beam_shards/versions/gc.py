@@ -193,6 +193,8 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     pointer = latest.version if latest is not None else None
     files = fs.walk(path) if sweep and _is_folder(path) else {}
     numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
+    if not sweep and len(numbers) <= retention.keep:  # nothing to remove: no version need be read
+        return Garbage(path, {}, {}, [], numbers, pointer is not None)
     found = {}
     for number in numbers:
         try:
