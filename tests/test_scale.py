@@ -28,6 +28,8 @@ from beam_shards.storage import fs
 from beam_shards.versions import commit, gc
 from beam_shards.versions.commit import staged_shards
 
+from _reliability import leftovers
+
 FEATURES = Features({"id": Value("int64"), "label": ClassLabel(num_classes=3),
                      "score": Value("float32", nullable=True)})
 SHARDS = 10_000
@@ -144,6 +146,21 @@ def test_gc_reads_each_shared_table_once(tmp_path, monkeypatch):
     assert verify(path).ok and read_metadata(path).num_rows == 1012
 
 
+def test_retention_after_each_append_removes_only_what_no_kept_version_lists(tmp_path, monkeypatch):
+    path = str(tmp_path / "cache")
+    build(path, 200)
+    walks = []
+    real_walk = fs.walk
+    monkeypatch.setattr(fs, "walk", lambda folder: walks.append(folder) or real_walk(folder))
+    for n in range(20):  # tail tables merge and go; the base table and every shard stay listed
+        write_shards([row(1000 + n)], path, FEATURES, mode="append", retention=gc.Retention(keep=3, min_age=0))
+        assert [m.version for m in list_versions(path)] == list(range(1, n + 3))[-3:]
+        assert not leftovers(path), leftovers(path)
+    assert walks == [], "the retention a write runs finds files by name, never by listing the folder"
+    assert ArrowBackend.open(path).slice(195, 25).column("id").to_pylist() == [1] * 5 + list(range(1000, 1020))
+    assert verify(path).ok
+
+
 def test_statistics_are_those_of_the_rows(tmp_path):
     path = str(tmp_path / "cache")
     first = write_shards([row(i) for i in range(50)], path, FEATURES, max_rows_per_shard=7)
@@ -210,4 +227,7 @@ def test_a_damaged_shard_table_is_a_clear_error_naming_it(tmp_path, damage, word
         assert all(word in str(raised.value) for word in words), raised.value
     report = verify(path)
     assert not report.ok and any("_tables/" in problem for problem in report.problems), report.problems
+    if damage == "missing":
+        with pytest.raises(CorruptCacheError, match="gc cannot tell which shards version 1 lists, so it removes nothing"):
+            gc.collect_garbage(path, gc.Retention(keep=1, min_age=datetime.timedelta(0)))
     assert list_versions(path)[-1].version == 1, "listing versions reads headers alone"

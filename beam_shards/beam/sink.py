@@ -117,7 +117,7 @@ class _FinalizeFn(beam.DoFn):
         layout = CacheLayout(self._path)
         for other in sorted(({item[0] for item in staged} | set(every_write_id)) - {write_id}):
             with best_effort(f"remove the staging of write {other}", self._path):
-                remove_staging(layout, other)
+                remove_staging(layout, other, temporaries=False)
         if self._retention is not None:
             with best_effort("apply retention after publishing", self._path):
                 collect_garbage(self._path, self._retention, sweep=False)

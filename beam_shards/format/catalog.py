@@ -215,19 +215,24 @@ def latest_committed(path: str) -> Manifest | None:
     return pointer
 
 
+# How many version files past `_metadata.json`'s a reader looks at, at most (a writer moves the pointer
+# after each commit, so it lags by one or two), so that a folder of damaged files cannot hold it long.
+MAX_VERSIONS_PAST_POINTER = 100
+
+
 def _newer_committed(path: str, pointer: Manifest) -> Manifest | None:
     """The newest readable version committed after the pointer's, if any: the version files after
     it, looked for one by one until one is missing (one read when the pointer is up to date). A
     damaged one is passed over: the pointer, or an older committed version, still serves."""
-    newest, number = None, pointer.version + 1
-    while True:
+    newest = None
+    for number in range(pointer.version + 1, pointer.version + 1 + MAX_VERSIONS_PAST_POINTER):
         try:
             newest = read_version(path, number)
         except (FileNotFoundError, NotADirectoryError):
-            return newest
+            break
         except CorruptCacheError:
-            pass
-        number += 1
+            continue
+    return newest
 
 
 def check_shard_sizes(manifest: Manifest) -> list[str]:

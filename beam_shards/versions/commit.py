@@ -169,10 +169,11 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     check_write_id(write_id)
     with cache_lock(layout):
         manifest = find_published(path, write_id, since)
+        rerun = manifest is not None  # an earlier run of this finalize got far: it may have left temporary files
         if manifest is None:
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
-            _move_into_place(layout, staged, names)
+            rerun = _move_into_place(layout, staged, names)
             added = [(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
                      for name, s in zip(names, staged)]
             statistics = Statistics.total(features, [s.statistics for s in staged])
@@ -185,7 +186,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
                 raise
         update_pointer(layout)
     with best_effort(f"remove the staging of write {write_id} at {path}", path):
-        remove_staging(layout, write_id)
+        remove_staging(layout, write_id, temporaries=rerun)
     return manifest
 
 
@@ -222,7 +223,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             statistics: Statistics | None, compression: str | None, metadata: dict[str, Any], mode: str,
             parent: int | None, kept: dict[int, int], since: int | None) -> Manifest:
     path = layout.path
-    own: TableRef | None = None  # the table of the added shards, written once whatever the attempts
+    own = build_table([a[0] for a in added], [a[1] for a in added])  # the added shards' entries
     for _ in range(MAX_COMMIT_ATTEMPTS):
         # This write's own finalize, running at once where no lock serializes them (object
         # stores), may have committed since `publish` looked: an append on top of it would
@@ -243,9 +244,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             refs = [_write_table(layout, write_id, _with_kept(latest, added, kept))]
             version_statistics = latest.statistics
         else:
-            if own is None:
-                own = _write_table(layout, write_id, build_table([a[0] for a in added], [a[1] for a in added]))
-            refs = _append_tables(layout, write_id, base, own) if base is not None else [own]
+            refs = _append_tables(layout, write_id, base, own) if base is not None else [_write_table(layout, write_id, own)]
             if base is not None:
                 version_statistics = Statistics.total(features, [base.statistics, statistics])
         number = latest.version + 1 if latest else 1
@@ -279,19 +278,17 @@ def _write_table(layout: CacheLayout, write_id: str, table: pa.Table) -> TableRe
     return TableRef(name, table.num_rows, int(rows.sum()), int(sizes.sum()), len(data), crc.checksum())
 
 
-def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: TableRef) -> list[TableRef]:
-    """The tables of an append: the base version's, then the new shards' own; the small tables at the
-    end merged into one where `plan_tables` says (a base of format 1 or 2 is written as one table)."""
+def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: pa.Table) -> list[TableRef]:
+    """The tables of an append: the base version's, then the new shards' `own`, written with the
+    small tables at the end merged into it where `plan_tables` says (a base of format 1 or 2 is
+    written as one table first)."""
     if base.format_version <= LISTED_FORMAT_VERSION:
         refs = [_write_table(layout, write_id, base.shards.arrow())] if len(base.shards) else []
     else:
         refs = list(base.shards.refs)
-    merged = plan_tables([r.num_shards for r in refs] + [own.num_shards])
-    if merged == 1:
-        return refs + [own]
-    tail = refs[len(refs) - merged + 1:]
-    tables = [read_table(layout.path, ref) for ref in tail + [own]]
-    return refs[:len(refs) - merged + 1] + [_write_table(layout, write_id, concat_tables(tables))]
+    keep = len(refs) + 1 - plan_tables([r.num_shards for r in refs] + [own.num_rows])
+    tables = [read_table(layout.path, ref) for ref in refs[keep:]] + [own]
+    return refs[:keep] + [_write_table(layout, write_id, concat_tables(tables) if len(tables) > 1 else own)]
 
 
 def _with_kept(parent: Manifest, added: list[tuple[ShardInfo, tuple | None]], kept: dict[int, int]) -> pa.Table:
@@ -341,7 +338,8 @@ def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
     return folder, len(name), name
 
 
-def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: list[str]) -> None:
+def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: list[str]) -> bool:
+    """Moves the staged shards to their final names; returns whether an earlier run had moved any."""
     finals = [layout.shard(name) for name in names]
     found = fs.sizes([s.path for s in staged] + finals)
     sources, destinations = [], []
@@ -357,6 +355,7 @@ def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: lis
     if sources:
         fs.rename(sources, destinations)
         fs.sync_dir(destinations[0])
+    return len(sources) < len(staged)
 
 
 def abandon(path: str, write_id: str) -> None:
@@ -376,12 +375,13 @@ def abandon(path: str, write_id: str) -> None:
     remove_staging(layout, write_id)
 
 
-def remove_staging(layout: CacheLayout, write_id: str) -> None:
-    """Removes what one write staged (its folder, and temporary files a killed run of it left), and
-    `_staging/` if it is left empty."""
+def remove_staging(layout: CacheLayout, write_id: str, temporaries: bool = True) -> None:
+    """Removes what one write staged (its folder), and `_staging/` if it is left empty; with
+    `temporaries`, also the temporary files a killed run of the write left, which takes a listing
+    of the cache folder (a run that finished removed its own, and `gc` removes any in time)."""
     fs.delete_tree(layout.staging(write_id))
     fs.remove_empty_dir(layout.staging_root)
-    if fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
+    if temporaries and fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
         temporaries = [p for folder in (layout.path, layout.versions_dir, layout.tables_dir) if fs.exists(folder)
                        for p in fs.list_dir(folder, layout.temporaries_of(write_id))]
         fs.delete(sorted(temporaries))

@@ -27,11 +27,15 @@ import dataclasses
 import datetime
 import os
 
-from beam_shards.errors import CacheNotFoundError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_shards.errors import CacheNotFoundError, CorruptCacheError
 from beam_shards.format.catalog import read_pointer, read_table, read_version, version_numbers
 from beam_shards.format.layout import (STAGING_DIR, TABLES_DIR, VERSIONS_DIR, CacheLayout, classify, is_write_id,
                                        parse_version_name, version_name, write_id_time)
 from beam_shards.format.manifest import Manifest
+from beam_shards.format.shard_table import TableRef
 from beam_shards.storage import fs
 from beam_shards.units import parse_duration
 from beam_shards.versions.commit import update_pointer
@@ -160,8 +164,37 @@ def listed_files(path: str, versions: list[Manifest], known: set[str] = frozense
             table = f"{TABLES_DIR}/{ref.file}"
             if table not in listed and table not in known:
                 listed.add(table)
-                listed.update(read_table(path, ref).column("file").to_pylist())
+                listed.update(_table(path, manifest, ref).column("file").to_pylist())
     return listed
+
+
+def still_listed(path: str, versions: list[Manifest], candidates: set[str]) -> set[str]:
+    """Those of `candidates` (shards and shard tables, relative paths) that `versions` list. Each
+    table is read once and searched for the candidate shards in Arrow, so a large table's names
+    never become Python strings: the cost follows the candidates."""
+    found = candidates & {f"{TABLES_DIR}/{ref.file}" for m in versions if m.format_version >= 3 for ref in m.shards.refs}
+    shards = pa.array(sorted(c for c in candidates if not c.startswith(TABLES_DIR + "/")), pa.string())
+    read: set[str] = set()
+    for manifest in versions if len(shards) else ():
+        if manifest.format_version < 3:
+            found |= candidates & set(manifest.shards.names())
+            continue
+        for ref in manifest.shards.refs:
+            if ref.file not in read:
+                read.add(ref.file)
+                column = _table(path, manifest, ref).column("file")
+                found.update(pc.filter(column, pc.is_in(column, value_set=shards)).to_pylist())
+    return found
+
+
+def _table(path: str, manifest: Manifest, ref: TableRef) -> pa.Table:
+    """A shard table of `manifest`; unreadable, gc stops saying which version and the way out."""
+    try:
+        return read_table(path, ref)
+    except CorruptCacheError as error:
+        raise CorruptCacheError(
+            f"{error}; gc cannot tell which shards version {manifest.version} lists, so it removes nothing: restore "
+            f"the file, or move {VERSIONS_DIR}/{version_name(manifest.version)} aside if that version may go") from None
 
 
 def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime.datetime) -> bool:
@@ -211,9 +244,16 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     removed = retained(versions, pointer, retention, now)
     if not sweep and not removed:
         return Garbage(path, {}, {}, [], [m.version for m in versions], pointer is not None)
-    referenced = listed_files(path, [m for m in versions if m.version not in removed])
-    listed_by_removed = listed_files(path, [m for m in versions if m.version in removed], referenced) - referenced
-    if not sweep:
+    kept = [m for m in versions if m.version not in removed]
+    gone = [m for m in versions if m.version in removed]
+    if sweep:  # every file is classified: every listed name is needed
+        referenced = listed_files(path, kept)
+        listed_by_removed = listed_files(path, gone, referenced) - referenced
+    else:  # only the removed versions' own files are candidates
+        shared = {f"{TABLES_DIR}/{ref.file}" for m in kept if m.format_version >= 3 for ref in m.shards.refs}
+        candidates = listed_files(path, gone, shared) - shared
+        referenced = still_listed(path, kept, candidates)
+        listed_by_removed = candidates - referenced
         files = _stats(path, [f"{VERSIONS_DIR}/{version_name(n)}" for n in removed] + sorted(listed_by_removed))
     reasons = plan(files, removed, referenced, listed_by_removed, retention, now)
     return Garbage(path, {r: files[r].size for r in sorted(reasons)}, reasons, removed,
