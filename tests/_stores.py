@@ -132,7 +132,8 @@ class FaultyProxy:
     `refuse(part, status, code, times)` makes the next `times` requests (every one when
     None) whose path holds `part` get `status` with an S3-style error body of `code`
     instead of reaching the store: 403 AccessDenied for a denied object, 503 SlowDown for
-    throttling. Everything else is forwarded as it is. `refused` counts the answers given.
+    throttling. Everything else is forwarded as it is. `refused` counts the answers given;
+    `requests` lists every request, as (method, path).
     """
 
     def __init__(self, upstream: str):
@@ -143,6 +144,7 @@ class FaultyProxy:
         self.upstream = urllib.parse.urlsplit(upstream)
         self.rules: list[list] = []
         self.refused = 0
+        self.requests: list[tuple[str, str]] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -152,6 +154,7 @@ class FaultyProxy:
                 pass
 
             def _any(self) -> None:
+                proxy.requests.append((self.command, self.path))
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 rule = proxy._rule(self.path)

@@ -56,5 +56,6 @@ def test_memory_held_does_not_grow_with_the_input(tmp_path):
     # The shard streams may queue up to half a batch while the disk is slow (a busy machine), in
     # either run: that much may differ between them, whatever the input size.
     assert large <= 1.2 * small + BATCH_BYTES // 2, (small, large)
-    # About one batch of rows, plus the Arrow batch built from it while it is written.
-    assert large <= 4 * BATCH_BYTES, large
+    # About one batch of rows, plus the Arrow batch built from it while it is written (and, as
+    # above, what the streams may queue while the disk is slow).
+    assert large <= 4 * BATCH_BYTES + BATCH_BYTES // 2, large

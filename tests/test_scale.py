@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import pickle
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -190,44 +191,78 @@ def test_plan_tables_carries_like_a_binary_counter():
     assert sum(sizes) == 1000
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("missing", ["_tables/", "is missing"]),
-    ("truncated", ["_tables/", "truncated"]),
-    ("garbage", ["_tables/", "not a readable Arrow IPC file"]),
-    ("bad name", ["entry 0", "invalid file name"]),
-    ("rows", ["entry 0", "invalid rows"]),
-])
-def test_a_damaged_shard_table_is_a_clear_error_naming_it(tmp_path, damage, words):
-    path = str(tmp_path / "cache")
-    manifest = write_shards([row(i) for i in range(9)], path, FEATURES, max_rows_per_shard=3)
+def rewrite_table(path: str, manifest, table: pa.Table) -> None:
+    """Replaces the version's only shard table with `table`, its header's entry made to match
+    (size and checksum): a crafted cache, as a hostile writer would make it."""
     ref = manifest.shards.refs[0]
-    where = CacheLayout(path).table(ref.file)
-    if damage == "missing":
-        os.remove(where)
-    elif damage == "truncated":
-        os.truncate(where, ref.size - 10)
-    elif damage == "garbage":
-        with open(where, "wb") as handle:
-            handle.write(np.random.default_rng(0).bytes(ref.size))
-    else:  # an entry edited, the file rewritten at the size the header says
-        table = manifest.shards.arrow()
-        if damage == "bad name":  # of the same length, so the file keeps its size
-            names = table.column("file").to_pylist()
-            table = table.set_column(0, TABLE_SCHEMA.field("file"), pa.array(["../" + names[0][3:]] + names[1:]))
-        else:  # rows that add up to the total, against the row starts the entries keep
-            table = table.set_column(1, TABLE_SCHEMA.field("num_rows"), pa.array([2, 4, 3], pa.int64()))
-        _, data = table_file(table, manifest.write_id)
-        assert len(data) == ref.size
-        with open(where, "wb") as handle:
-            handle.write(data)
-    backend = ArrowBackend.open(path)  # the header is sound: the table is read on the first row
-    for read in (lambda: backend.slice(0, 9), lambda: list(ShardedDataset(path))):
+    _, data = table_file(table, manifest.write_id)
+    with open(CacheLayout(path).table(ref.file), "wb") as handle:
+        handle.write(data)
+    edit_header(path, lambda header: header["tables"][0].update(size=len(data),
+                                                               checksum=f"crc32:{zlib.crc32(data):08x}"))
+
+
+def edit_header(path: str, change) -> None:
+    """Applies `change` to version 1's header in `_metadata.json` and `_versions/`."""
+    layout = CacheLayout(path)
+    for where in (layout.manifest, layout.version(1)):
+        with open(where) as handle:
+            header = json.load(handle)
+        change(header)
+        with open(where, "w") as handle:
+            json.dump(header, handle)
+
+
+def flip_name_byte(path: str, manifest) -> None:
+    """One byte of a shard name in the table file changed (`-00001-` to `-00002-`), the size kept."""
+    where = CacheLayout(path).table(manifest.shards.refs[0].file)
+    with open(where, "rb") as handle:
+        data = handle.read()
+    name = manifest.shards[1].file.encode()
+    with open(where, "wb") as handle:
+        handle.write(data.replace(name, name.replace(b"-00001-", b"-00002-")))
+
+
+DAMAGES = {
+    "missing": (lambda path, manifest: os.remove(CacheLayout(path).table(manifest.shards.refs[0].file)),
+                ["_tables/", "is missing"]),
+    "truncated": (lambda path, manifest: os.truncate(CacheLayout(path).table(manifest.shards.refs[0].file), 100),
+                  ["_tables/", "truncated"]),
+    "a name's byte flipped": (flip_name_byte, ["_tables/", "checksum"]),
+    "a crafted bad name": (lambda path, manifest: rewrite_table(path, manifest, (lambda t: t.set_column(
+        0, TABLE_SCHEMA.field("file"), pa.array(["../x.arrow"] + t.column("file").to_pylist()[1:])))(
+        manifest.shards.arrow())), ["entry 0", "invalid file name"]),
+    "crafted rows against the row starts": (lambda path, manifest: rewrite_table(path, manifest, manifest.shards.arrow(
+        ).set_column(1, TABLE_SCHEMA.field("num_rows"), pa.array([2, 4, 3], pa.int64()))), ["entry 0", "invalid rows"]),
+    "crafted null batch rows": (lambda path, manifest: rewrite_table(path, manifest, manifest.shards.arrow().set_column(
+        5, TABLE_SCHEMA.field("batch_rows"), pa.array([[None, 3]] * 3, pa.list_(pa.int64())))),
+        ["entry 0", "batch rows"]),
+    "an empty table claiming rows": (lambda path, manifest: edit_header(path, lambda header: header["tables"].append(
+        dict(header["tables"][0], num_shards=0, num_rows=5, num_bytes=0))), ["invalid counts"]),
+    "shard counts past int64": (lambda path, manifest: edit_header(path, lambda header: header.update(
+        tables=[dict(header["tables"][0], file=f"{manifest.write_id}-{k:016x}.arrow", num_shards=2**62 - 1)
+                for k in range(3)])), ["more shards, rows or bytes"]),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_shard_table_is_a_clear_error_naming_it(tmp_path, damage):
+    path = str(tmp_path / "cache")
+    manifest = write_shards([row(i) for i in range(9)], path, FEATURES, max_rows_per_shard=3, batch_size=3)
+    do, words = DAMAGES[damage]
+    do(path, manifest)
+
+    def open_and_read():
+        backend = ArrowBackend.open(path)  # a sound header: the table is read on the first row
+        return backend.slice(0, 9)
+
+    for read in (open_and_read, lambda: list(ShardedDataset(path))):
         with pytest.raises(CorruptCacheError) as raised:
             read()
         assert all(word in str(raised.value) for word in words), raised.value
     report = verify(path)
-    assert not report.ok and any("_tables/" in problem for problem in report.problems), report.problems
+    assert not report.ok and any(words[-1] in problem or "_tables/" in problem for problem in report.problems), \
+        report.problems
     if damage == "missing":
-        with pytest.raises(CorruptCacheError, match="gc cannot tell which shards version 1 lists, so it removes nothing"):
+        with pytest.raises(CorruptCacheError, match="gc cannot tell which shards version 1 lists, so it removes"):
             gc.collect_garbage(path, gc.Retention(keep=1, min_age=datetime.timedelta(0)))
-    assert list_versions(path)[-1].version == 1, "listing versions reads headers alone"

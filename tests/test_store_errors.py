@@ -138,3 +138,17 @@ def test_an_error_raised_while_handling_a_missing_object_is_not_missing():
             raise RuntimeError("a bug in a client")
     except RuntimeError as error:
         assert store_errors.kind(error) is None
+
+
+def test_an_open_and_its_first_row_make_three_metadata_requests_whatever_the_history(faulty_s3):
+    """The header, a look for the next version (absent), the shard table; then the shard alone."""
+    store, proxy = faulty_s3
+    path = _cache(store)
+    for n in range(5):
+        write_shards([{"id": 100 + n, "text": "more"}], path, FEATURES, mode="append", retention=None)
+    proxy.requests.clear()
+    backend = ArrowBackend.open(path)
+    assert len(proxy.requests) == 2, proxy.requests
+    assert backend.get_row(0)["id"] == 0
+    metadata = [r for r in proxy.requests if "/shard-" not in r[1]]
+    assert len(metadata) == 3 and "/_tables/" in metadata[2][1], proxy.requests

@@ -20,6 +20,7 @@ from beam_shards.format.layout import TABLES_DIR, CacheLayout, parse_version_nam
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 from beam_shards.format.shard_table import TableRef
 from beam_shards.storage import fs
+from beam_shards.storage.checksum import Crc32
 
 
 def _read(path: str, where: str) -> Manifest:
@@ -38,11 +39,13 @@ def _read(path: str, where: str) -> Manifest:
 
 
 def read_table(path: str, ref: TableRef) -> pa.Table:
-    """The shard table `ref` of the cache at `path`: memory-mapped locally, else read in one request.
+    """The shard table `ref` of the cache at `path`, checked whole: memory-mapped locally, else read
+    in one request, then its size and checksum compared with `ref` and its Arrow data fully
+    validated (a shard table is small, and one wrong byte in it would send rows to another shard).
 
     Raises:
-      CorruptCacheError: the file is missing, of another size than `ref` says, or not
-        an Arrow IPC file (the message names it).
+      CorruptCacheError: the file is missing, of another size or checksum than `ref`
+        says, or not a valid Arrow IPC file (the message names it).
     """
     where = f"shard table {TABLES_DIR}/{ref.file} of the cache at {path}"
     table_path = CacheLayout(path).table(ref.file)
@@ -55,7 +58,14 @@ def read_table(path: str, ref: TableRef) -> pa.Table:
             source, size = pa.BufferReader(raw), len(raw)
         if size != ref.size:
             raise CorruptCacheError(size_problem(where, size, ref.size))
-        return pa.ipc.open_file(source).read_all()
+        crc = Crc32()
+        crc.update(source.read_buffer(size))
+        checksum = crc.checksum()
+        if checksum != ref.checksum:
+            raise CorruptCacheError(f"{where} has checksum {checksum}, its version says {ref.checksum}")
+        table = pa.ipc.open_file(source).read_all()
+        table.validate(full=True)
+        return table
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         raise CorruptCacheError(f"{where} is missing") from None
     except FileTooLargeError:

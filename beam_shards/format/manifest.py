@@ -237,8 +237,8 @@ def _parse_tables(data: dict[str, Any], where: str, load: TableLoader | None) ->
     refs = [TableRef.from_dict(entry, where) for entry in data["tables"]]
     if len({ref.file for ref in refs}) != len(refs):
         raise CorruptCacheError(f"{where} names a shard table more than once")
-    if sum(r.num_rows for r in refs) >= _MAX_COUNT or sum(r.num_bytes for r in refs) >= _MAX_COUNT:
-        raise CorruptCacheError(f"{where} names tables of more rows or bytes than a cache may hold")
+    if any(sum(getattr(r, field) for r in refs) >= _MAX_COUNT for field in ("num_shards", "num_rows", "num_bytes")):
+        raise CorruptCacheError(f"{where} names tables of more shards, rows or bytes than a cache may hold")
     shards = ShardTable(refs, where, load)
     if data.get("num_shards") != len(shards):
         raise CorruptCacheError(f"{where} says num_shards={_shown(data.get('num_shards'))} but its tables hold "

@@ -80,7 +80,8 @@ class TableRef:
         if not isinstance(data["file"], str) or write_id_of_table(data["file"]) is None:
             raise CorruptCacheError(f"{where}: invalid table file name {str(data['file'])[:80]!r}")
         if not all(type(data[f]) is int and 0 <= data[f] < _MAX_COUNT for f in fields[1:5]) \
-                or not isinstance(data["checksum"], str) or not CHECKSUM_PATTERN.fullmatch(data["checksum"]):
+                or not isinstance(data["checksum"], str) or not CHECKSUM_PATTERN.fullmatch(data["checksum"]) \
+                or data["num_shards"] == 0 and (data["num_rows"] or data["num_bytes"]):
             raise CorruptCacheError(f"{where}: table {data['file']} has invalid counts, size or checksum")
         return cls(**data)
 
@@ -298,7 +299,8 @@ class ShardTable(Sequence[ShardInfo]):
         if any(table.column(name).null_count for name in TABLE_SCHEMA.names[:5]):
             raise CorruptCacheError(f"{where} has nulls where a shard entry needs a value")
         segment = _Segment(table)
-        if len(segment.rows) and (segment.starts[0] != 0 or segment.starts[-1] + segment.rows[-1] != ref.num_rows):
+        total = segment.starts[-1] + segment.rows[-1] if len(segment.rows) else 0
+        if len(segment.rows) and segment.starts[0] != 0 or total != ref.num_rows:
             raise CorruptCacheError(f"{where}: its row starts do not add up to the {ref.num_rows} rows the header says")
         return segment
 
@@ -315,7 +317,8 @@ class ShardTable(Sequence[ShardInfo]):
                     or not CHECKSUM_PATTERN.fullmatch(info.checksum) or end - segment.starts[local] != info.num_rows:
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has invalid rows, bytes or checksum")
             batch_rows = columns[5][local].as_py()
-            if batch_rows is not None and (sum(batch_rows) != info.num_rows or min(batch_rows, default=1) < 0):
+            if batch_rows is not None and (None in batch_rows or sum(batch_rows) != info.num_rows
+                                           or min(batch_rows, default=1) < 0):
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch rows that do not add up")
             segment.checked.add(local)
         return info
