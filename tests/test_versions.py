@@ -531,3 +531,18 @@ def test_a_damaged_older_version_file_says_the_way_out_and_moving_it_aside_works
     assert [m.version for m in list_versions(path)] == [2, 3, 4]
     collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0)))
     assert ids(path) == list(range(30, 35)) and [m.version for m in list_versions(path)] == [4]
+
+
+def test_a_damaged_pointer_names_the_way_out_and_the_way_out_works(tmp_path):
+    path = str(tmp_path / "cache")
+    write_shards(rows(0, 5), path, SMALL)
+    write_shards(rows(10, 5), path, SMALL, mode="append")
+    with open(os.path.join(path, MANIFEST_NAME), "w") as handle:
+        handle.write("{not json")
+    with pytest.raises(CorruptCacheError, match="not valid JSON .* It is a copy of the newest version's header in .*"
+                                                "move it aside and run `beam-shards gc "):
+        read_metadata(path)
+    os.rename(os.path.join(path, MANIFEST_NAME), os.path.join(path, "damaged.json"))
+    collect_garbage(path)
+    assert read_metadata(path).version == 2 and ids(path) == list(range(5)) + list(range(10, 15))
+    assert write_shards(rows(20, 5), path, SMALL, mode="append").version == 3

@@ -85,6 +85,11 @@ def read_pointer(path: str) -> Manifest:
         return _read(path, layout.manifest)
     except (FileNotFoundError, NotADirectoryError):
         raise CacheNotFoundError(_not_found_message(layout)) from None
+    except CorruptCacheError as error:
+        if not version_numbers(path):
+            raise
+        raise CorruptCacheError(f"{error}. It is a copy of the newest version's header in {layout.versions_dir}: "
+                                f"move it aside and run `beam-shards gc {path}`, which writes it again") from None
 
 
 def read_version(path: str, number: int, pointer: Manifest | None = None) -> Manifest:
