@@ -40,9 +40,11 @@ class RawShards:
     """The baseline: shards read with plain pyarrow, no validation, no LRU."""
 
     def __init__(self, path: Path):
-        meta = json.loads((path / "_metadata.json").read_text())
-        self._files = [str(path / shard["file"]) for shard in meta["shards"]]
-        self._ends = list(itertools.accumulate(shard["num_rows"] for shard in meta["shards"]))
+        header = json.loads((path / "_metadata.json").read_text())
+        entries = pa.concat_tables([pa.ipc.open_file(pa.memory_map(str(path / "_tables" / table["file"]))).read_all()
+                                    for table in header["tables"]])
+        self._files = [str(path / name) for name in entries.column("file").to_pylist()]
+        self._ends = list(itertools.accumulate(entries.column("num_rows").to_pylist()))
         self._starts = [0] + self._ends[:-1]
         self._tables: dict[int, pa.Table] = {}
 

@@ -7,6 +7,9 @@ Lance (`lance.write_dataset`); the peers' copies are kept in a given `--workdir`
 reused. Then it times, every measurement in a fresh process (`--_child`, internal;
 imports excluded from the timing), the readers taking turns:
   - open + row 0: open the dataset and fetch row 0;
+  - cold open + row 0: the same with the reader's files evicted from the page cache
+    first (fsync, then `posix_fadvise(DONTNEED)` on each; no root needed), as in a
+    fresh job on a node that never read them;
   - one row: 10,000 random single-row fetches, the median per fetch;
   - take(256): 100 random fetches of 256 indices, fetches per second;
   - full scan: open the reader and read every row, every image byte (a sum over
@@ -27,6 +30,7 @@ import importlib
 import importlib.util
 import io
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -182,6 +186,29 @@ def time_open(reader: str, work: Path, num_rows: int, rng: np.random.Generator) 
     return {"value": seconds}
 
 
+# The folder each reader reads from its work folder.
+FOLDERS = {"raw": "cache", "hf": "hf", "hf_arrow": "hf", "mosaic": "mosaic", "lance": "lance", "backend": "cache",
+           "sharded": "cache"}
+
+
+def evict(folder: Path) -> None:
+    """Drops every file under `folder` from the page cache (synced first: dirty pages stay cached)."""
+    for root, _, names in os.walk(folder):
+        for name in names:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def time_cold_open(reader: str, work: Path, num_rows: int, rng: np.random.Generator) -> dict[str, float]:
+    """`time_open` with the reader's files out of the page cache."""
+    evict(work / FOLDERS[reader])
+    return time_open(reader, work, num_rows, rng)
+
+
 def time_row(reader: str, work: Path, num_rows: int, rng: np.random.Generator) -> dict[str, float]:
     """The median seconds of one random single-row fetch, on an open reader that served row 0."""
     opened = READERS[reader][1](work)
@@ -215,7 +242,7 @@ def scan_rate(reader: str, work: Path, num_rows: int, rng: np.random.Generator) 
     return {"value": rows / (time.perf_counter() - start), "rows": rows, "bytes": size}
 
 
-MEASURES = {"open": time_open, "row": time_row, "take": take_rate, "scan": scan_rate}
+MEASURES = {"open": time_open, "cold": time_cold_open, "row": time_row, "take": take_rate, "scan": scan_rate}
 
 
 def hf_pil_decode(batch: dict[str, list]) -> dict[str, list]:
@@ -338,6 +365,7 @@ GOALS = [  # issue 14's: (text, ours, theirs, "<=" for times or ">=" for rates, 
     ("ShardedDataset.__getitems__(256) vs HF ds[list], rate", ("sharded", "take"), ("hf", "take"), ">=", 2.0),
     ("ShardedDataset open + row 0 vs MosaicML's, time", ("sharded", "open"), ("mosaic", "open"), "<=", 1.5),
     ("ArrowBackend open + row 0 vs MosaicML's, time", ("backend", "open"), ("mosaic", "open"), "<=", 1.5),
+    ("ArrowBackend cold open + row 0 vs MosaicML's, time", ("backend", "cold"), ("mosaic", "cold"), "<=", 1.5),
     ("ArrowBackend full scan vs raw, rate", ("backend", "scan"), ("raw", "scan"), ">=", 0.9),
     ("DataLoader ShardedDataset numpy vs HF PIL, rate", ("sharded_numpy", "loader"), ("hf_pil", "loader"), ">=", 1.5),
     ("ShardedDataLoader vs DataLoader, same sampler, rate", ("sharded_loader", "loader"), ("sharded_plain", "loader"),
@@ -353,7 +381,8 @@ def report(results: dict[tuple[str, str], dict[str, float]], num_rows: int, num_
         raise SystemExit(f"the readers' scans saw different (rows, image bytes): {scans}")
     print(f"\nTraining reads: {num_rows:,} rows ({num_shards} shards of ours), page cache warm, "
           f"median of {repeats} fresh process(es) per figure")
-    columns = {"open": ("open + row 0", "{:.1f} ms", 1e3), "row": ("one row", "{:.1f} us", 1e6),
+    columns = {"open": ("open + row 0", "{:.1f} ms", 1e3), "cold": ("cold open", "{:.1f} ms", 1e3),
+               "row": ("one row", "{:.1f} us", 1e6),
                "take": (f"take({TAKE_SIZE})", "{:,.0f} /s", 1), "scan": ("full scan", "{:,.0f}k rows/s", 1e-3)}
     print(f"{'reader':<46}" + "".join(f"{title:>16}" for title, _, _ in columns.values()))
     for reader, (label, _) in READERS.items():
@@ -379,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workload.add_arguments(parser, repeats=3)
     parser.add_argument("--only", choices=[*MEASURES, "loader"], nargs="+", metavar="MEASURE",
-                        help="run only these measures (open, row, take, scan, loader); all by default")
+                        help="run only these measures (open, cold, row, take, scan, loader); all by default")
     parser.add_argument("--_child", choices=sorted([*READERS, *LOADERS]), help=argparse.SUPPRESS)
     parser.add_argument("--_measure", choices=[*MEASURES, "loader"], help=argparse.SUPPRESS)
     parser.add_argument("--_repeat", type=int, default=0, help=argparse.SUPPRESS)
