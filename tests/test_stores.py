@@ -85,7 +85,7 @@ def test_an_object_replaced_while_it_is_read_is_read_whole(store):
 def test_reading_an_object_checks_its_size_and_that_it_exists(store):
     target = store.uri("cache", MANIFEST_NAME)
     fs.write_bytes(target, b"x" * 5000)
-    with pytest.raises(FileTooLargeError, match="5,000 bytes, more than 4,096"):
+    with pytest.raises(FileTooLargeError, match="more than 4,096"):  # GCS reads no further than 4,097 bytes
         fs.read_bytes(target, limit=4096)
     assert fs.read_bytes(target, limit=5000) == b"x" * 5000
     with pytest.raises(FileNotFoundError, match=re.escape(store.uri("cache", "missing.json"))):

@@ -34,8 +34,6 @@ STORE_SCHEMES = ("s3", "gs")  # the object stores these calls serve
 # for a retry, which then meets the winner's object (412) or creates it.
 _S3_CONFLICT_ATTEMPTS = 5
 _S3_CONFLICT_DELAY_SECONDS = 0.2
-# A GCS object replaced between the look at its size and the read is looked at again.
-_GCS_READ_ATTEMPTS = 5
 # GCS deletes run concurrently: each is one request.
 _GCS_DELETE_THREADS = 16
 # The first look at a bucket: one attempt, and no longer than this to connect / to answer.
@@ -204,20 +202,19 @@ def _s3_read_object(path: str, limit: int | None) -> bytes:
 
 
 def _gcs_read_object(path: str, limit: int | None) -> bytes:
-    from google.api_core.exceptions import NotFound, PreconditionFailed
+    from google.api_core.exceptions import NotFound
 
     check_store(path)
     bucket, key = _split(path)
-    for _ in range(_GCS_READ_ATTEMPTS):
-        blob = _gcs_client().bucket(bucket).get_blob(key)
-        if blob is None:
-            raise FileNotFoundError(errno.ENOENT, "no such object", path)
-        _too_large(path, blob.size, limit)
-        try:
-            return blob.download_as_bytes(if_generation_match=blob.generation)
-        except (NotFound, PreconditionFailed):  # replaced or deleted since the look: look again
-            continue
-    raise OSError(errno.EAGAIN, f"replaced {_GCS_READ_ATTEMPTS} times while being read", path)
+    # One request, so one generation of the object; asking for no more than `limit + 1` bytes
+    # tells a too-large object without downloading it.
+    try:
+        data = _gcs_client().bucket(bucket).blob(key).download_as_bytes(end=limit)
+    except NotFound:
+        raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+    if limit is not None and len(data) > limit:
+        raise FileTooLargeError(errno.EFBIG, f"more than {limit:,} bytes", path)
+    return data
 
 
 def _gcs_client():
