@@ -40,7 +40,7 @@ from beam_shards.format.catalog import read_metadata
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import COMPRESSIONS, MODES, Manifest
 from beam_shards.shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
 from beam_shards.versions.commit import abandon, find_published
@@ -212,7 +212,7 @@ def input_files(parser: argparse.ArgumentParser, pattern: str) -> list[str]:
     uri = input_uri(pattern)
     if fs.is_local(uri) and os.path.isdir(fs.local_path(uri)):
         parser.error(f"--input {pattern} is a folder; give a file or a glob of files, like {fs.join(pattern, '*')}")
-    files = sorted(path for path in fs.list_files([uri])
+    files = sorted(path for path in folders.list_files([uri])
                    if not (fs.is_local(path) and os.path.isdir(fs.local_path(path))))
     if not files:
         parser.error(f"--input: no file matches {pattern}")

@@ -28,7 +28,7 @@ import apache_beam as beam
 from beam_shards.features import ClassLabel, Features, Image, Value
 from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.format.manifest import Manifest
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from pipelines import common
 from pipelines.where import Where
 
@@ -91,7 +91,7 @@ def class_names(root: str, excluded: str | None = None) -> list[str]:
         names = [entry.name for entry in os.scandir(local) if entry.is_dir() and not entry.name.startswith(".")]
     else:
         prefix = fs.join(root, "")
-        files = fs.list_files([prefix + "*/**"])
+        files = folders.list_files([prefix + "*/**"])
         names = {path[len(prefix):].split("/", 1)[0] for path in files}
         names = [name for name in names if not name.startswith(".")]
     names = [name for name in names if name != excluded]
@@ -110,7 +110,7 @@ def left_out_classes(root: str, names: list[str], extensions: frozenset[str]) ->
                        for _, _, names_ in os.walk(fs.local_path(folder)) for name in names_)
     else:
         prefix = fs.join(root, "")
-        found = {path[len(prefix):].split("/", 1)[0] for path in fs.list_files([prefix + "*/**"])
+        found = {path[len(prefix):].split("/", 1)[0] for path in folders.list_files([prefix + "*/**"])
                  if relative_image_path(path, prefix, extensions) is not None}
 
         def holds_an_image(folder: str) -> bool:
@@ -132,7 +132,7 @@ def features_for(names: list[str]) -> Features:
 def class_examples(name: str, prefix: str, extensions: frozenset[str],
                    excluded: frozenset[str]) -> Iterator[tuple[Where, dict[str, Any]]]:
     """The images of class folder `name` as `(where, example)` pairs, keyed by their place in the sorted listing."""
-    for position, path in enumerate(sorted(fs.list_dir(prefix + name, recursive=True))):
+    for position, path in enumerate(sorted(folders.list_dir(prefix + name, recursive=True))):
         relative = relative_image_path(path, prefix, extensions, excluded)
         if relative is not None:
             yield Where(name, position, path), {"image": path, "label": name, "path": relative}

@@ -24,7 +24,7 @@ from beam_shards.errors import FeatureError
 from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
                                   Sequence as SequenceFeature, Value)
 from beam_shards.format.manifest import MAX_DEPTH, json_depth
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from pipelines import tf_example
 
 TFDS_INFO = "dataset_info.json"
@@ -59,7 +59,7 @@ def find_tfds_folder(path: str) -> str | None:
     if fs.exists(fs.join(path, TFDS_INFO)):
         return path
     versions = []
-    for found in fs.list_files([fs.join(path, "*", TFDS_INFO)]):
+    for found in folders.list_files([fs.join(path, "*", TFDS_INFO)]):
         version = found.replace("\\", "/").rsplit("/", 2)[-2]
         if _VERSION.match(version):
             versions.append((tuple(int(part) for part in version.split(".")), version))
@@ -158,7 +158,7 @@ def split_files(folder: str, info: Mapping[str, Any], split: str | None) -> tupl
     lengths = [_integer(length, f"{where}: shardLengths[{index}]")
                for index, length in enumerate(_list(entry.get("shardLengths", []), f"{where}: shardLengths"))]
     count = len(lengths) or _integer(entry.get("numShards", 0), f"{where}: numShards")
-    files = len(fs.list_dir(folder, recursive=True))
+    files = len(folders.list_dir(folder, recursive=True))
     if count > files:
         raise FeatureError(f"{where}: {count:,} shards, but the dataset folder holds {files:,} files")
     template = _string(entry.get("filepathTemplate") or TFDS_TEMPLATE, f"{where}: filepathTemplate")
@@ -176,7 +176,7 @@ def split_files(folder: str, info: Mapping[str, Any], split: str | None) -> tupl
         if problem:
             raise FeatureError(f"{where}: shard {index} is {name!r}, {problem}")
         names.append(fs.join(folder, name))
-    missing = [path for path, size in fs.sizes(names).items() if size is None]
+    missing = [path for path, size in folders.sizes(names).items() if size is None]
     if missing:
         raise FeatureError(f"{len(missing)} shard(s) of split {split!r} are missing, such as {missing[0]}")
     return split, names, sum(lengths)

@@ -28,7 +28,7 @@ from typing import TextIO
 
 from beam_shards.display import human_size
 from beam_shards.format.layout import CacheLayout
-from beam_shards.storage import fs
+from beam_shards.storage import folders
 
 _WRITE_EVERY = 1.0  # seconds between a tally's writes
 
@@ -149,7 +149,7 @@ class Watch:
         rows = rows_in(self.folder)
         elapsed = max(time.monotonic() - self._start, 1e-9)
         try:
-            staged = fs.list_dir(self._staging, "*.arrow", recursive=True)
+            staged = folders.list_dir(self._staging, "*.arrow", recursive=True)
         except OSError:
             staged = {}
         return (f"converting to {self._path}: {rows:,} rows, {rows / elapsed:,.0f} rows/s; "

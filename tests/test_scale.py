@@ -25,7 +25,7 @@ from beam_shards.format import catalog
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, new_write_id
 from beam_shards.format.shard_table import TABLE_SCHEMA, plan_tables, table_file
 from beam_shards.shards.writer import ShardWriter, WriterOptions, WrittenShard
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.versions import commit, gc
 from beam_shards.versions.commit import staged_shards
 
@@ -151,8 +151,8 @@ def test_retention_after_each_append_removes_only_what_no_kept_version_lists(tmp
     path = str(tmp_path / "cache")
     build(path, 200)
     walks = []
-    real_walk = fs.walk
-    monkeypatch.setattr(fs, "walk", lambda folder: walks.append(folder) or real_walk(folder))
+    real_walk = folders.walk
+    monkeypatch.setattr(folders, "walk", lambda folder: walks.append(folder) or real_walk(folder))
     for n in range(20):  # tail tables merge and go; the base table and every shard stay listed
         write_shards([row(1000 + n)], path, FEATURES, mode="append", retention=gc.Retention(keep=3, min_age=0))
         assert [m.version for m in list_versions(path)] == list(range(1, n + 3))[-3:]

@@ -27,7 +27,7 @@ from beam_shards.errors import FileTooLargeError
 from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, TABLES_DIR, VERSIONS_DIR, new_write_id, version_name
 from beam_shards.shards.writer import WriterOptions
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.versions import commit
 from pipelines import csv as csv_pipeline, demo, image_folder, jsonl, parquet, tfrecord
 
@@ -54,7 +54,7 @@ def test_create_if_absent_lets_exactly_one_racer_win(store):
     winners = race_to_create(target)
     assert len(winners) == 1
     assert fs.read_bytes(target) == f"writer {winners[0]}".encode()
-    assert list(fs.list_dir(store.uri("_versions"))) == [target]
+    assert list(folders.list_dir(store.uri("_versions"))) == [target]
 
 
 @pytest.mark.timeout(300)
@@ -126,7 +126,7 @@ def test_pipelines_write_and_read_the_store(store, runner):
                      | WriteToArrowShards(path, SMALL, shard_size_bytes=600, batch_size=10))
         assert_that(manifests | beam.Map(lambda m: (m.version, m.num_rows)), equal_to([(1, 200)]))
     assert sorted(all_ids(path)) == list(range(200)) and verify(path).ok
-    assert not fs.list_dir(store.uri("cache", "_staging"), recursive=True), "staging was left behind"
+    assert not folders.list_dir(store.uri("cache", "_staging"), recursive=True), "staging was left behind"
     pipeline = beam.Pipeline(options=options(*RUNNERS[runner]))
     ids = pipeline | ReadFromArrowShards(path, columns=["id"], desired_split_bytes=300) | beam.Map(lambda r: r["id"])
     assert_that(ids, equal_to(list(range(200))))
@@ -178,7 +178,7 @@ def test_every_command_works_on_the_uri(store, tmp_path, capsys):
     old_shards = {shard.file for shard in before.shards}
     _cli(capsys, "gc", "--keep", "1", "--min_age", "0", path)
     assert [m.version for m in list_versions(path)] == [3]
-    left = {name.rsplit("/", 1)[-1] for name in fs.list_dir(path, recursive=True)}
+    left = {name.rsplit("/", 1)[-1] for name in folders.list_dir(path, recursive=True)}
     assert not left & old_shards, "gc left shards of removed versions"
     assert sorted(all_ids(path)) == list(range(60))
     # As users run it: a fresh process configured by the environment alone.
@@ -287,7 +287,7 @@ def test_a_store_that_cannot_be_used_is_named_at_once(store, problem, monkeypatc
         assert cli.main(["info", path]) == 1
         assert f"beam-shards: {reason}" in capsys.readouterr().err
     if problem != "missing bucket":
-        assert not fs.list_dir(path, recursive=True), "something was written"
+        assert not folders.list_dir(path, recursive=True), "something was written"
 
 
 # --- the versioned commit's guarantees on the store ------------------------------------------
@@ -298,7 +298,7 @@ def leftovers(path: str) -> list[str]:
     for manifest in list_versions(path):
         keep |= {shard.file for shard in manifest.shards} | {f"{VERSIONS_DIR}/{version_name(manifest.version)}"}
         keep |= {f"{TABLES_DIR}/{ref.file}" for ref in manifest.shards.refs if manifest.format_version >= 3}
-    return sorted(set(fs.walk(path)) - keep)
+    return sorted(set(folders.walk(path)) - keep)
 
 
 def versions_hold(path: str) -> list[str]:

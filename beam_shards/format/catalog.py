@@ -19,7 +19,7 @@ from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FileTooLar
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, parse_version_name
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 from beam_shards.format.shard_table import TableRef
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.storage.checksum import Crc32
 
 
@@ -132,7 +132,7 @@ def version_numbers(path: str) -> list[int]:
         except OSError as error:
             raise CorruptCacheError(f"cannot list {layout.versions_dir}: {error}") from None
     else:
-        names = [p.rsplit("/", 1)[-1] for p in fs.list_dir(layout.versions_dir)]
+        names = [p.rsplit("/", 1)[-1] for p in folders.list_dir(layout.versions_dir)]
     return sorted(n for n in map(parse_version_name, names) if n is not None)
 
 
@@ -253,7 +253,7 @@ def _newer_committed(path: str, pointer: Manifest) -> Manifest | None:
 def check_shard_sizes(manifest: Manifest) -> list[str]:
     """One problem per listed shard that is missing, not a file, or not of its recorded size."""
     paths = [manifest.shard_path(i) for i in range(manifest.num_shards)]
-    found = fs.sizes(paths) if paths else {}
+    found = folders.sizes(paths) if paths else {}
     problems = []
     for shard, path in zip(manifest.shards, paths):
         size = found[path]

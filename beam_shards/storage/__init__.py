@@ -1,1 +1,2 @@
-"""Where bytes live: file access for local paths and object stores, store-specific calls, the disk cache and checksums."""
+"""Where bytes live: file access for local paths and object stores (`fs`), what folders hold
+(`folders`), store-specific calls, the disk cache and checksums."""

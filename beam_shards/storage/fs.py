@@ -1,7 +1,7 @@
 """File access for caches: local paths through the OS, every other scheme through Beam's `FileSystems`.
 
-Local paths (and `file://`) are read, written, renamed, listed and deleted with the OS
-directly: training processes that only read a cache never import Beam, and Beam's
+Local paths (and `file://`) are read, written, renamed and deleted with the OS
+directly (what folders hold is listed by `folders`): training processes that only read a cache never import Beam, and Beam's
 local delete takes its argument as a glob, which a folder name with `[` in it would
 break. gs://, s3:// and any other scheme Beam knows go through
 `apache_beam.io.filesystems.FileSystems` (configured by `stores`), except the
@@ -12,9 +12,7 @@ conditional create, which `store_calls` makes with each store's own client.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
-import fnmatch
 import mmap
 import os
 import posixpath
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
 _RENAME_SCHEMES = ("", "file")
 
 
-def _filesystems(path: str):
+def beam_filesystems(path: str):
     """Beam's FileSystems, configured (see `stores`), once the store holding `path` answered."""
     from beam_shards.storage import stores
 
@@ -54,7 +52,7 @@ def local_path(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
-def _beam(path: str) -> str:
+def beam_path(path: str) -> str:
     """`path` as Beam's FileSystems takes it (Beam has no file:// scheme)."""
     return local_path(path) if is_local(path) else path
 
@@ -102,7 +100,7 @@ def create(path: str) -> BinaryIO:
                     raise
     from apache_beam.io.filesystem import CompressionTypes
 
-    return _filesystems(path).create(_beam(path), mime_type="application/octet-stream",
+    return beam_filesystems(path).create(beam_path(path), mime_type="application/octet-stream",
                                  compression_type=CompressionTypes.UNCOMPRESSED)
 
 
@@ -126,7 +124,7 @@ def open_read(path: str) -> BinaryIO:
 
     def attempt() -> BinaryIO:
         try:
-            return _filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+            return beam_filesystems(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
         except Exception as error:  # each store's client has its own error for a missing object
             if store_errors.kind(error) is None and not exists(path):
                 raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
@@ -233,99 +231,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(local_path(path))
-    return store_errors.retried(path, "look for", lambda: _filesystems(path).exists(path))
-
-
-def sizes(paths: list[str]) -> dict[str, int | None]:
-    """The size of each path, None where it does not exist; -1 where a local path is not a
-    regular file (a folder, a FIFO, a device, a link that loops)."""
-    if all(is_local(p) for p in paths):
-        result: dict[str, int | None] = {}
-        for p in paths:
-            try:
-                info = os.stat(local_path(p))
-            except (FileNotFoundError, NotADirectoryError):
-                result[p] = None
-            except OSError:
-                result[p] = -1
-            else:
-                result[p] = info.st_size if stat.S_ISREG(info.st_mode) else -1
-        return result
-    # One listing of the folder they share, not a metadata call per object.
-    prefix = scheme(paths[0]) + "://" if "://" in paths[0] else ""
-    folder = prefix + posixpath.commonpath([posixpath.dirname(p[len(prefix):]) for p in paths])
-    found = list_dir(folder, recursive=True)
-    return {p: found.get(p) for p in paths}
-
-
-def list_files(patterns: list[str]) -> dict[str, int]:
-    """Path -> size of every file matching any of the glob `patterns`."""
-    if not patterns:
-        return {}
-    results = store_errors.retried(patterns[0], "list", lambda: _filesystems(patterns[0]).match(
-        [_beam(p) for p in patterns]))
-    return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
-
-
-def list_dir(folder: str, pattern: str = "*", *, recursive: bool = False) -> dict[str, int]:
-    """Path -> size of the files in `folder` (a literal path) whose name matches `pattern`.
-
-    With `recursive`, files in sub-folders are included and `pattern` matches their
-    path relative to `folder` (with `/` separators).
-    """
-    if not is_local(folder):
-        matched = list_files([join(folder, "**" if recursive else pattern)])
-        return {p: n for p, n in matched.items() if fnmatch.fnmatchcase(_relative(folder, p), pattern)}
-    root = local_path(folder)
-    found = {}
-    for current, dirs, files in os.walk(root):
-        relative_dir = os.path.relpath(current, root)
-        for name in files:
-            relative = name if relative_dir == "." else f"{relative_dir}/{name}".replace(os.sep, "/")
-            if fnmatch.fnmatchcase(relative, pattern):
-                full = os.path.join(current, name)
-                try:
-                    found[join(folder, *relative.split("/"))] = os.stat(full).st_size
-                except FileNotFoundError:
-                    pass
-        if not recursive:
-            break
-    return found
-
-
-@dataclasses.dataclass(frozen=True)
-class FileStat:
-    """A listed file: its size and when it was last changed (seconds since the epoch)."""
-
-    size: int
-    mtime: float
-
-
-def walk(folder: str) -> dict[str, FileStat]:
-    """Every file under `folder`, by its path relative to `folder` (with `/`).
-
-    Links are listed as themselves and never followed, so nothing outside `folder`
-    is ever listed (and so never deleted by a caller acting on the listing).
-    """
-    if not is_local(folder):
-        results = store_errors.retried(folder, "list", lambda: _filesystems(folder).match([join(folder, "**")]))
-        return {_relative(folder, meta.path): FileStat(meta.size_in_bytes, meta.last_updated_in_seconds or 0.0)
-                for result in results for meta in result.metadata_list}
-    root = local_path(folder)
-    found = {}
-    for current, _, files in os.walk(root):
-        for name in files:
-            full = os.path.join(current, name)
-            try:
-                info = os.lstat(full)
-            except FileNotFoundError:
-                continue
-            found[os.path.relpath(full, root).replace(os.sep, "/")] = FileStat(info.st_size, info.st_mtime)
-    return found
-
-
-def _relative(folder: str, path: str) -> str:
-    return path[len(folder.rstrip("/")) + 1:]
+    return store_errors.retried(path, "look for", lambda: beam_filesystems(path).exists(path))
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -403,10 +309,10 @@ def rename(sources: list[str], destinations: list[str]) -> None:
             os.rename(local_path(source), local_path(destination))
         return
     if scheme(sources[0]) == "gs":
-        _filesystems(sources[0]).copy(sources, destinations)  # one request per object, not a batch
+        beam_filesystems(sources[0]).copy(sources, destinations)  # one request per object, not a batch
         delete(sources)
         return
-    _filesystems(sources[0]).rename([_beam(p) for p in sources], [_beam(p) for p in destinations])
+    beam_filesystems(sources[0]).rename([beam_path(p) for p in sources], [beam_path(p) for p in destinations])
 
 
 def delete(paths: list[str]) -> None:
@@ -428,13 +334,13 @@ def delete(paths: list[str]) -> None:
     from apache_beam.io.filesystem import BeamIOError
 
     try:
-        _filesystems(remote[0]).delete(remote)  # one batched call where the store has one
+        beam_filesystems(remote[0]).delete(remote)  # one batched call where the store has one
     except BeamIOError:
         for path in remote:
             try:
-                _filesystems(path).delete([path])
+                beam_filesystems(path).delete([path])
             except BeamIOError:
-                if _filesystems(path).exists(path):
+                if beam_filesystems(path).exists(path):
                     raise
 
 
@@ -446,20 +352,3 @@ def _delete_local(path: str) -> None:
             os.remove(path)
     except FileNotFoundError:
         pass
-
-
-def delete_tree(path: str) -> None:
-    """Deletes a folder and everything under it; on object stores, every object under the prefix."""
-    if is_local(path):
-        delete([path])
-        return
-    delete(sorted(list_dir(path, recursive=True)))
-
-
-def remove_empty_dir(path: str) -> None:
-    """Removes a local folder if it is empty; object stores have no folders."""
-    if is_local(path):
-        try:
-            os.rmdir(local_path(path))
-        except OSError:
-            pass

@@ -45,7 +45,7 @@ from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, bui
                                             table_file)
 from beam_shards.format.statistics import Statistics
 from beam_shards.shards.writer import WriterOptions, WrittenShard
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.storage.checksum import Crc32
 from beam_shards.versions.lock import cache_lock
 
@@ -341,7 +341,7 @@ def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
 def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: list[str]) -> bool:
     """Moves the staged shards to their final names; returns whether an earlier run had moved any."""
     finals = [layout.shard(name) for name in names]
-    found = fs.sizes([s.path for s in staged] + finals)
+    found = folders.sizes([s.path for s in staged] + finals)
     sources, destinations = [], []
     for shard, final in zip(staged, finals):
         if found[shard.path] is not None:
@@ -370,7 +370,7 @@ def abandon(path: str, write_id: str) -> None:
     check_write_id(write_id)
     with cache_lock(layout):
         if find_published(path, write_id) is None:
-            fs.delete(sorted(p for p in fs.list_dir(path, layout.shards_of(write_id))
+            fs.delete(sorted(p for p in folders.list_dir(path, layout.shards_of(write_id))
                              if write_id_of_shard(p.replace("\\", "/").rsplit("/", 1)[-1]) == write_id))
     remove_staging(layout, write_id)
 
@@ -379,9 +379,9 @@ def remove_staging(layout: CacheLayout, write_id: str, temporaries: bool = True)
     """Removes what one write staged (its folder), and `_staging/` if it is left empty; with
     `temporaries`, also the temporary files a killed run of the write left, which takes a listing
     of the cache folder (a run that finished removed its own, and `gc` removes any in time)."""
-    fs.delete_tree(layout.staging(write_id))
-    fs.remove_empty_dir(layout.staging_root)
+    folders.delete_tree(layout.staging(write_id))
+    folders.remove_empty_dir(layout.staging_root)
     if temporaries and fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
         temporaries = [p for folder in (layout.path, layout.versions_dir, layout.tables_dir) if fs.exists(folder)
-                       for p in fs.list_dir(folder, layout.temporaries_of(write_id))]
+                       for p in folders.list_dir(folder, layout.temporaries_of(write_id))]
         fs.delete(sorted(temporaries))

@@ -36,7 +36,7 @@ from beam_shards.format.layout import (STAGING_DIR, TABLES_DIR, VERSIONS_DIR, Ca
                                        parse_version_name, version_name, write_id_time)
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import TableRef
-from beam_shards.storage import fs
+from beam_shards.storage import folders, fs
 from beam_shards.units import parse_duration
 from beam_shards.versions.commit import update_pointer
 from beam_shards.versions.lock import cache_lock
@@ -122,7 +122,7 @@ def retained(versions: list[Manifest], pointer: int | None, retention: Retention
     return [n for n in numbers if n not in kept]
 
 
-def plan(files: dict[str, fs.FileStat], removed: list[int], referenced: set[str], listed_by_removed: set[str],
+def plan(files: dict[str, folders.FileStat], removed: list[int], referenced: set[str], listed_by_removed: set[str],
          retention: Retention, now: datetime.datetime) -> dict[str, str]:
     """Which of `files` (relative path -> stat) gc removes, with why.
 
@@ -197,7 +197,7 @@ def _table(path: str, manifest: Manifest, ref: TableRef) -> pa.Table:
             f"the file, or move {VERSIONS_DIR}/{version_name(manifest.version)} aside if that version may go") from None
 
 
-def _stale(write_id: str, stat: fs.FileStat, retention: Retention, now: datetime.datetime) -> bool:
+def _stale(write_id: str, stat: folders.FileStat, retention: Retention, now: datetime.datetime) -> bool:
     changed = max(write_id_time(write_id), datetime.datetime.fromtimestamp(stat.mtime, datetime.timezone.utc))
     return now - changed >= retention.min_age
 
@@ -224,7 +224,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
     except CacheNotFoundError:
         latest = None
     pointer = latest.version if latest is not None else None
-    files = fs.walk(path) if sweep and _is_folder(path) else {}
+    files = folders.walk(path) if sweep and _is_folder(path) else {}
     numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
     if not sweep and len(numbers) <= retention.keep:  # nothing to remove: no version need be read
         return Garbage(path, {}, {}, [], numbers, pointer is not None)
@@ -260,15 +260,15 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
                    [m.version for m in versions if m.version not in removed], pointer is not None)
 
 
-def _stats(path: str, relatives: list[str]) -> dict[str, fs.FileStat]:
+def _stats(path: str, relatives: list[str]) -> dict[str, folders.FileStat]:
     """The files among `relatives` (paths relative to `path`) that exist, with their sizes."""
     paths = [fs.join(path, *relative.split("/")) for relative in relatives]
-    found = fs.sizes(paths) if paths else {}
-    return {relative: fs.FileStat(found[full], 0.0) for relative, full in zip(relatives, paths)
+    found = folders.sizes(paths) if paths else {}
+    return {relative: folders.FileStat(found[full], 0.0) for relative, full in zip(relatives, paths)
             if found[full] is not None and found[full] >= 0}
 
 
-def _holds_our_layout(path: str, files: dict[str, fs.FileStat]) -> bool:
+def _holds_our_layout(path: str, files: dict[str, folders.FileStat]) -> bool:
     """Whether a folder without versions holds what a beam_shards write leaves: staged or temporary
     files, or (locally) a staging folder named for a write id."""
     if any((classify(r) or ("",))[0] in ("staged", "temporary") for r in files):
@@ -312,4 +312,4 @@ def _remove_empty_dirs(folder: str) -> None:
     if os.path.islink(folder):
         return
     for current, _, _ in sorted(os.walk(folder), key=lambda entry: -len(entry[0])):
-        fs.remove_empty_dir(current)
+        folders.remove_empty_dir(current)
