@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from beam_shards.errors import CorruptCacheError, FeatureError
 from beam_shards.features import Features
+from beam_shards.format.counts import is_count
 from beam_shards.format.layout import CacheLayout, write_id_of_shard
 from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
 from beam_shards.format.statistics import Statistics
@@ -36,7 +37,6 @@ MAX_MANIFEST_BYTES = 256 << 20
 # How deeply a manifest may nest lists and objects (features and metadata included), so that
 # every reader, the CLI and json.dumps handle it far from Python's recursion limit.
 MAX_DEPTH = 64
-_MAX_COUNT = 2**62
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
              "compression", "writer", "metadata")
 # Reads one shard table of a cache, for the lazy `ShardTable` of a format-3 manifest.
@@ -198,8 +198,6 @@ class Manifest:
                                             f"{shards.num_rows}")
         for field, unit in (("num_rows", "rows"), ("num_bytes", "bytes")):
             total = getattr(shards, field)
-            if total >= _MAX_COUNT:
-                raise CorruptCacheError(f"{where} lists shards of {total} {unit} in all, more than a cache may hold")
             # num_rows is required; num_bytes, a sum kept for people, is checked when present.
             if field in data and (type(data[field]) is not int or data[field] != total):
                 raise CorruptCacheError(
@@ -207,7 +205,7 @@ class Manifest:
         version = data.get("version", 1)
         parent = data.get("parent_version")
         mode = data.get("mode", "overwrite")
-        if not _is_count(version) or version < 1 or not (parent is None or _is_count(parent) and parent < version):
+        if not is_count(version) or version < 1 or not (parent is None or is_count(parent) and parent < version):
             raise CorruptCacheError(f"{where} has an invalid version {_shown(version)} or parent {_shown(parent)}")
         if mode not in MODES or not isinstance(data["write_id"], str) or not isinstance(data.get("created", ""), str):
             raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
@@ -225,8 +223,8 @@ def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:
     names = [s.file for s in shards]
     if len(set(names)) != len(names):
         raise CorruptCacheError(f"{where} lists a shard file more than once")
-    if sum(s.num_rows for s in shards) >= _MAX_COUNT or sum(s.num_bytes for s in shards) >= _MAX_COUNT:
-        raise CorruptCacheError(f"{where} lists more rows or bytes than a cache may hold")
+    if not _totals_fit(shards, ("num_rows", "num_bytes")):
+        raise CorruptCacheError(f"{where} lists shards of more rows or bytes in all than a cache may hold")
     return ShardTable.of(shards, where=where)
 
 
@@ -237,13 +235,19 @@ def _parse_tables(data: dict[str, Any], where: str, load: TableLoader | None) ->
     refs = [TableRef.from_dict(entry, where) for entry in data["tables"]]
     if len({ref.file for ref in refs}) != len(refs):
         raise CorruptCacheError(f"{where} names a shard table more than once")
-    if any(sum(getattr(r, field) for r in refs) >= _MAX_COUNT for field in ("num_shards", "num_rows", "num_bytes")):
+    if not _totals_fit(refs, ("num_shards", "num_rows", "num_bytes")):
         raise CorruptCacheError(f"{where} names tables of more shards, rows or bytes than a cache may hold")
     shards = ShardTable(refs, where, load)
     if data.get("num_shards") != len(shards):
         raise CorruptCacheError(f"{where} says num_shards={_shown(data.get('num_shards'))} but its tables hold "
                                 f"{len(shards)}")
     return shards
+
+
+def _totals_fit(items: Any, fields: tuple[str, ...]) -> bool:
+    """Whether each of `fields`, summed over `items`, is a count a cache may hold (checked before
+    any int64 sum of them could overflow)."""
+    return all(is_count(sum(getattr(item, field) for item in items)) for field in fields)
 
 
 def parse_json(raw: bytes, where: str) -> Any:
@@ -280,10 +284,6 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number a manifest may hold")
 
 
-def _is_count(value: Any) -> bool:
-    return type(value) is int and 0 <= value < _MAX_COUNT
-
-
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -298,7 +298,7 @@ def _parse_shard(entry: Any, index: int, where: str) -> ShardInfo:
         raise CorruptCacheError(f"{where}: shard {index} lacks {error}") from None
     if not isinstance(name, str) or write_id_of_shard(name) is None:
         raise CorruptCacheError(f"{where}: shard {index} has an invalid file name {_shown(name)}")
-    if not (_is_count(rows) and _is_count(size)) or not isinstance(checksum, str) \
+    if not (is_count(rows) and is_count(size)) or not isinstance(checksum, str) \
             or not CHECKSUM_PATTERN.fullmatch(checksum):
         raise CorruptCacheError(f"{where}: shard {index} ({name}) has invalid rows, bytes or checksum")
     return ShardInfo(name, rows, size, checksum)

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features.columns import numpy_values
+from beam_shards.format.counts import is_count
 from beam_shards.format.layout import TABLES_DIR, table_name, write_id_of_shard, write_id_of_table
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 
@@ -43,7 +44,6 @@ TABLE_SCHEMA = pa.schema([
 # A table of up to this many shards keeps its row starts as a Python list too: bisect on a list
 # routes one row ~20x faster than numpy.
 _LIST_ROUTING_SHARDS = 1 << 16
-_MAX_COUNT = 2**62
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +79,7 @@ class TableRef:
             raise CorruptCacheError(f"{where}: a table entry must have exactly the fields {', '.join(fields)}")
         if not isinstance(data["file"], str) or write_id_of_table(data["file"]) is None:
             raise CorruptCacheError(f"{where}: invalid table file name {str(data['file'])[:80]!r}")
-        if not all(type(data[f]) is int and 0 <= data[f] < _MAX_COUNT for f in fields[1:5]) \
+        if not all(is_count(data[f]) for f in fields[1:5]) \
                 or not isinstance(data["checksum"], str) or not CHECKSUM_PATTERN.fullmatch(data["checksum"]) \
                 or data["num_shards"] == 0 and (data["num_rows"] or data["num_bytes"]):
             raise CorruptCacheError(f"{where}: table {data['file']} has invalid counts, size or checksum")
@@ -313,7 +313,7 @@ class ShardTable(Sequence[ShardInfo]):
             where = f"shard table {TABLES_DIR}/{self.refs[k].file} of {self.where}"
             if write_id_of_shard(info.file) is None:
                 raise CorruptCacheError(f"{where}: entry {local} has an invalid file name {info.file[:80]!r}")
-            if not (0 <= info.num_rows < _MAX_COUNT and 0 <= info.num_bytes < _MAX_COUNT) \
+            if not (is_count(info.num_rows) and is_count(info.num_bytes)) \
                     or not CHECKSUM_PATTERN.fullmatch(info.checksum) or end - segment.starts[local] != info.num_rows:
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has invalid rows, bytes or checksum")
             batch_rows = columns[5][local].as_py()

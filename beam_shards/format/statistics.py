@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import ClassLabel, Features, Sequence, Value
 from beam_shards.features.base import FLOAT_DTYPES, INT_DTYPES
+from beam_shards.format.counts import is_count
 
 # Class counts are kept for ClassLabels of at most this many classes (a count each, in every
 # version's header, which every open reads).
@@ -123,13 +124,13 @@ class Statistics:
           CorruptCacheError: anything missing or out of place, naming `where`.
         """
         problem = f"{where} has invalid statistics"
-        if not isinstance(data, dict) or not _is_count(data.get("num_rows")) \
+        if not isinstance(data, dict) or not is_count(data.get("num_rows")) \
                 or not isinstance(data.get("columns"), dict) or sorted(data["columns"]) != sorted(features):
             raise CorruptCacheError(f"{problem}: they must give num_rows and one entry per column")
         num_rows, columns = data["num_rows"], {}
         for name in features:
             entry = data["columns"][name]
-            if not isinstance(entry, dict) or entry.get("rows") != num_rows or not _is_count(entry.get("nulls")) \
+            if not isinstance(entry, dict) or entry.get("rows") != num_rows or not is_count(entry.get("nulls")) \
                     or entry["nulls"] > num_rows:
                 raise CorruptCacheError(f"{problem} for column {name!r}")
             low, high = (_from_json(entry.get(key), f"{problem} for column {name!r}") for key in ("min", "max"))
@@ -137,7 +138,7 @@ class Statistics:
             if classes is not None:
                 label = _counted_label(features[name])
                 if label is None or not isinstance(classes, list) \
-                        or len(classes) != label.num_classes or not all(map(_is_count, classes)):
+                        or len(classes) != label.num_classes or not all(map(is_count, classes)):
                     raise CorruptCacheError(f"{problem}: class counts of column {name!r}")
                 classes = tuple(classes)
             columns[name] = ColumnStatistics(entry["nulls"], low, high, classes)
@@ -178,7 +179,3 @@ def _from_json(value: Any, problem: str) -> int | float | None:
     if value in ("inf", "-inf"):
         return float(value)
     raise CorruptCacheError(f"{problem}: {value!r} is not a number")
-
-
-def _is_count(value: Any) -> bool:
-    return type(value) is int and value >= 0
