@@ -235,8 +235,10 @@ class ShardTable(Sequence[ShardInfo]):
     def __iter__(self) -> Iterator[ShardInfo]:
         for k in range(len(self.refs)):
             segment = self._segment(k)
-            for local in range(len(segment.rows)):
-                yield self._entry(k, segment, local)
+            # Each column made Python values once, not an Arrow scalar per value.
+            files, rows, sizes, checksums, batch_rows = (segment.table.column(i).to_pylist() for i in (0, 1, 2, 3, 5))
+            for local, values in enumerate(zip(files, rows, sizes, checksums)):
+                yield self._checked(k, segment, local, ShardInfo(*values), batch_rows[local])
 
     def names(self) -> list[str]:
         """Every shard's file name (not checked), loading every table."""
@@ -306,8 +308,12 @@ class ShardTable(Sequence[ShardInfo]):
 
     def _entry(self, k: int, segment: _Segment, local: int) -> ShardInfo:
         columns = segment.table.columns
-        info = ShardInfo(columns[0][local].as_py(), columns[1][local].as_py(), columns[2][local].as_py(),
-                         columns[3][local].as_py())
+        info = ShardInfo(*(columns[i][local].as_py() for i in range(4)))
+        return self._checked(k, segment, local, info, columns[5][local].as_py())
+
+    def _checked(self, k: int, segment: _Segment, local: int, info: ShardInfo,
+                 batch_rows: list[int | None] | None) -> ShardInfo:
+        """`info`, entry `local` of table `k`, checked on its first touch (with its `batch_rows`)."""
         if local not in segment.checked:
             end = segment.starts[local + 1] if local + 1 < len(segment.starts) else self.refs[k].num_rows
             where = f"shard table {TABLES_DIR}/{self.refs[k].file} of {self.where}"
@@ -316,7 +322,6 @@ class ShardTable(Sequence[ShardInfo]):
             if not (is_count(info.num_rows) and is_count(info.num_bytes)) \
                     or not CHECKSUM_PATTERN.fullmatch(info.checksum) or end - segment.starts[local] != info.num_rows:
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has invalid rows, bytes or checksum")
-            batch_rows = columns[5][local].as_py()
             if batch_rows is not None and (None in batch_rows or sum(batch_rows) != info.num_rows
                                            or min(batch_rows, default=1) < 0):
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch rows that do not add up")

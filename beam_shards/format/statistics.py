@@ -79,11 +79,11 @@ class Statistics:
         for name in features:
             feature, column = features[name], batch.column(name)
             low = high = classes = None
+            label = _counted_label(feature)
             if isinstance(feature, Value) and feature.dtype in _NUMERIC and len(column) > column.null_count:
                 found = pc.min_max(column.cast(pa.float32()) if feature.dtype == "float16" else column)
                 low, high = found["min"].as_py(), found["max"].as_py()
-            elif _counted_label(feature) is not None:
-                label = _counted_label(feature)
+            elif label is not None:
                 values = pc.list_flatten(column) if isinstance(feature, Sequence) else column
                 ids = pc.drop_null(values).to_numpy(zero_copy_only=False)
                 classes = tuple(np.bincount(ids, minlength=label.num_classes)[:label.num_classes].tolist())
