@@ -7,6 +7,9 @@ would; each test asserts that the proxy really refused a request.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from beam_shards import ArrowBackend, Features, ShardedDataset, StoreAccessError, Value, read_metadata, write_shards
@@ -152,3 +155,15 @@ def test_an_open_and_its_first_row_make_three_metadata_requests_whatever_the_his
     assert backend.get_row(0)["id"] == 0
     metadata = [r for r in proxy.requests if "/shard-" not in r[1]]
     assert len(metadata) == 3 and "/_tables/" in metadata[2][1], proxy.requests
+
+
+def test_verify_on_a_store_checks_shards_concurrently(faulty_s3, monkeypatch):
+    from beam_shards.versions import verify as verifying
+
+    store, _ = faulty_s3
+    path = _cache(store)
+    threads, real = set(), verifying.check_shard
+    monkeypatch.setattr(verifying, "check_shard", lambda manifest, shard_id: threads.add(threading.get_ident())
+                        or (time.sleep(0.2), real(manifest, shard_id))[1])
+    report = verifying.verify(path)
+    assert report.ok and report.shards_checked == 3 and len(threads) == 3, (report, threads)
