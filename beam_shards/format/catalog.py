@@ -20,7 +20,7 @@ from beam_shards.format.layout import TABLES_DIR, CacheLayout, parse_version_nam
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 from beam_shards.format.shard_table import TableRef
 from beam_shards.storage import folders, fs
-from beam_shards.storage.checksum import Crc32
+from beam_shards.storage.checksum import checksum_of
 
 
 def _read(path: str, where: str) -> Manifest:
@@ -58,9 +58,7 @@ def read_table(path: str, ref: TableRef) -> pa.Table:
             source, size = pa.BufferReader(raw), len(raw)
         if size != ref.size:
             raise CorruptCacheError(size_problem(where, size, ref.size))
-        crc = Crc32()
-        crc.update(source.read_buffer(size))
-        checksum = crc.checksum()
+        checksum = checksum_of(source.read_buffer(size))
         if checksum != ref.checksum:
             raise CorruptCacheError(f"{where} has checksum {checksum}, its version says {ref.checksum}")
         table = pa.ipc.open_file(source).read_all()

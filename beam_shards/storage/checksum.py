@@ -14,6 +14,13 @@ def format_checksum(crc: int) -> str:
     return f"crc32:{crc:08x}"
 
 
+def checksum_of(data: bytes | memoryview) -> str:
+    """The checksum of bytes held in memory whole (a buffer, a pyarrow Buffer), as a manifest writes it."""
+    crc = Crc32()
+    crc.update(data)
+    return crc.checksum()
+
+
 class Crc32:
     """The CRC-32 and the length of bytes fed in chunks, so a file is checked while it streams by.
 

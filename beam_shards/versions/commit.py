@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards._version import __version__
 from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, PublishError,
@@ -46,7 +47,7 @@ from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, bui
 from beam_shards.format.statistics import Statistics
 from beam_shards.shards.writer import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
-from beam_shards.storage.checksum import Crc32
+from beam_shards.storage.checksum import checksum_of
 from beam_shards.versions.lock import cache_lock
 
 MAX_COMMIT_ATTEMPTS = 100
@@ -272,10 +273,8 @@ def _write_table(layout: CacheLayout, write_id: str, table: pa.Table) -> TableRe
     name, data = table_file(table, write_id)
     target = layout.table(name)
     fs.create_if_absent(target, data, layout.temporary(target, write_id))
-    crc = Crc32()
-    crc.update(data)
-    rows, sizes = table.column("num_rows").to_numpy(), table.column("num_bytes").to_numpy()
-    return TableRef(name, table.num_rows, int(rows.sum()), int(sizes.sum()), len(data), crc.checksum())
+    rows, sizes = (pc.sum(table.column(column)).as_py() or 0 for column in ("num_rows", "num_bytes"))
+    return TableRef(name, table.num_rows, rows, sizes, len(data), checksum_of(data))
 
 
 def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: pa.Table) -> list[TableRef]:
