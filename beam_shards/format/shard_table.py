@@ -137,7 +137,7 @@ class _Segment:
         self.starts = _numpy(table.column("row_start"))
         self.rows = _numpy(table.column("num_rows"))
         self.starts_list = self.starts.tolist() if len(self.starts) <= _LIST_ROUTING_SHARDS else None
-        self.checked: set[int] = set()
+        self.checked = np.zeros(len(self.rows), dtype=bool)  # a byte a shard, whatever is touched
 
     def locate(self, local_row: int) -> int:
         if self.starts_list is not None:
@@ -314,7 +314,7 @@ class ShardTable(Sequence[ShardInfo]):
     def _checked(self, k: int, segment: _Segment, local: int, info: ShardInfo,
                  batch_rows: list[int | None] | None) -> ShardInfo:
         """`info`, entry `local` of table `k`, checked on its first touch (with its `batch_rows`)."""
-        if local not in segment.checked:
+        if not segment.checked[local]:
             end = segment.starts[local + 1] if local + 1 < len(segment.starts) else self.refs[k].num_rows
             where = f"shard table {TABLES_DIR}/{self.refs[k].file} of {self.where}"
             if write_id_of_shard(info.file) is None:
@@ -325,5 +325,5 @@ class ShardTable(Sequence[ShardInfo]):
             if batch_rows is not None and (None in batch_rows or sum(batch_rows) != info.num_rows
                                            or min(batch_rows, default=1) < 0):
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch rows that do not add up")
-            segment.checked.add(local)
+            segment.checked[local] = True
         return info
