@@ -144,7 +144,7 @@ class Manifest:
         }
 
     def to_json(self, format_version: int = FORMAT_VERSION) -> bytes:
-        return json.dumps(self.to_dict(format_version), indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return manifest_json(self.to_dict(format_version))
 
     @classmethod
     def from_json(cls, raw: bytes, path: str, where: str, load: TableLoader | None = None) -> Manifest:
@@ -248,6 +248,11 @@ def _totals_fit(items: Any, fields: tuple[str, ...]) -> bool:
     """Whether each of `fields`, summed over `items`, is a count a cache may hold (checked before
     any int64 sum of them could overflow)."""
     return all(is_count(sum(getattr(item, field) for item in items)) for field in fields)
+
+
+def manifest_json(data: dict[str, Any]) -> bytes:
+    """`data` as a manifest file holds it (so a size measured on it is the file's)."""
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def parse_json(raw: bytes, where: str) -> Any:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.metadata
-import json
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
@@ -41,7 +40,7 @@ from beam_shards.features import Features
 from beam_shards.format.catalog import latest_committed, read_pointer, read_table, read_version, version_numbers
 from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
 from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
-                                         check_metadata, json_depth)
+                                         check_metadata, json_depth, manifest_json)
 from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
                                             table_file)
 from beam_shards.format.statistics import Statistics
@@ -97,11 +96,12 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
     metadata = check_metadata(metadata)
-    depth = json_depth({"features": features.to_dict(), "metadata": metadata})
+    described = {"features": features.to_dict(), "metadata": metadata}
+    depth = json_depth(described)
     if depth > MAX_DEPTH:
         raise ValueError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
                          f"manifest may nest {MAX_DEPTH}")
-    size = len(json.dumps({"features": features.to_dict(), "metadata": metadata}, allow_nan=False))
+    size = len(manifest_json(described))
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
                          f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
@@ -245,8 +245,10 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             refs = [_write_table(layout, write_id, _with_kept(latest, added, kept))]
             version_statistics = latest.statistics
         else:
-            refs = _append_tables(layout, write_id, base, own) if base is not None else [_write_table(layout, write_id, own)]
-            if base is not None:
+            if base is None:
+                refs = [_write_table(layout, write_id, own)]
+            else:
+                refs = _append_tables(layout, write_id, base, own)
                 version_statistics = Statistics.total(features, [base.statistics, statistics])
         number = latest.version + 1 if latest else 1
         manifest = Manifest(
