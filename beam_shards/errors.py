@@ -88,6 +88,11 @@ class CorruptCacheError(CacheError):
     """A published cache does not match its manifest (missing, truncated or altered shard)."""
 
 
+class NewerFormatError(CorruptCacheError):
+    """A manifest of a format newer than this beam_shards reads: not damage, so nothing is to be
+    moved aside; a newer beam_shards reads it."""
+
+
 class SchemaMismatchError(CacheError):
     """A cache was written with other features than the reader expects."""
 

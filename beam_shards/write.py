@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -69,7 +70,8 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
     options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-    metadata, since = check_write(path, features, metadata, mode)
+    metadata, since, column_types = check_write(path, features, metadata, mode)
+    options = dataclasses.replace(options, column_types=column_types)
     write_id = new_write_id()
     created = fs.is_local(path) and not os.path.exists(fs.local_path(path))
     writer = ShardWriter(features, staged_shards(CacheLayout(path).new_attempt(write_id)), options)

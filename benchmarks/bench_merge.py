@@ -47,7 +47,7 @@ def _once(mb: int, staged_kb: int, target_mb: int, compression: str | None) -> d
     merged = []
     for index, shards in enumerate(bins):
         open_shard = staged_shards(layout.new_attempt(write_id))
-        merged.append(merge_shards([staged[i] for i in shards], FEATURES, open_shard, compression))
+        merged.append(merge_shards([staged[i] for i in shards], FEATURES, open_shard, compression, "hf"))
     merge_seconds = time.perf_counter() - started
     gb = sum(s.num_bytes for s in staged) / 2**30
     shutil.rmtree(path)

@@ -48,7 +48,7 @@ def ids(table: pa.Table) -> list[int]:
 def test_sizes_and_schema(backend):
     assert backend.num_rows == len(backend) == ROWS
     assert backend.num_shards == 10
-    assert backend.schema.equals(FEATURES.arrow_schema())
+    assert backend.schema.equals(FEATURES.storage_schema("hf"))
     assert backend.features == FEATURES and backend.manifest.num_rows == ROWS
     assert backend.shard_offsets.tolist() == list(range(0, ROWS, SHARD_ROWS)) + [ROWS]
     assert backend.open_shards == []

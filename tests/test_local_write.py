@@ -249,7 +249,7 @@ def test_empty_input_publishes_a_valid_empty_cache(tmp_path):
     backend = ArrowBackend.open(path)
     assert backend.num_rows == 0 and backend.num_shards == 0 and list(backend.iter_batches()) == []
     assert backend.take([]).num_rows == 0 and backend.slice(0, 10).num_rows == 0
-    assert backend.schema.equals(FEATURES.arrow_schema())
+    assert backend.schema.equals(FEATURES.storage_schema("hf"))
     dataset = ShardedDataset(path)
     assert len(dataset) == 0 and list(dataset) == [] and dataset[:5].__len__() == 0
     with pytest.raises(IndexError, match="index 0 out of range for a dataset of 0 rows"):

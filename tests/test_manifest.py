@@ -12,6 +12,7 @@ import pytest
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value, read_metadata,
                          write_shards)
+from beam_shards.errors import NewerFormatError
 from beam_shards.format.catalog import read_table
 from beam_shards.format.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
 from beam_shards.format.manifest import FORMAT_VERSION
@@ -54,10 +55,11 @@ def corrupt_error(path: str) -> str:
     return str(info.value)
 
 
-def test_header_of_format_version_3_names_its_shard_table_and_statistics(cache):
+def test_header_of_format_version_4_names_its_shard_table_statistics_and_column_types(cache):
     with open(manifest_file(cache)) as handle:
         header = json.load(handle)
-    assert header["format"] == "beam_shards" and header["format_version"] == 3 and "shards" not in header
+    assert header["format"] == "beam_shards" and header["format_version"] == 4 and "shards" not in header
+    assert header["column_types"] == "hf"
     assert header["num_rows"] == 40 and header["num_shards"] == 3
     [table] = header["tables"]
     assert table["num_shards"] == 3 and table["num_rows"] == 40 and table["num_bytes"] == header["num_bytes"]
@@ -123,7 +125,7 @@ def test_manifest_that_is_not_json(cache):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(format="parquet"), "not a beam_shards manifest"),
     (lambda d: d.pop("format"), "not a beam_shards manifest"),
-    (lambda d: d.update(format_version=4), "format version 4; this beam_shards reads versions 1 to 3 (upgrade"),
+    (lambda d: d.update(format_version=5), "format version 5; this beam_shards reads versions 1 to 4 (upgrade"),
     (lambda d: d.update(format_version="1"), "format version '1'"),
     (lambda d: d.pop("format_version"), "format version None"),
 ])
@@ -143,10 +145,28 @@ def test_each_required_field(cache, field):
     (lambda d: d.update(compression="gzip"), "unknown compression 'gzip'"),
     (lambda d: d.update(metadata=[1]), "must be JSON objects"),
     (lambda d: d.update(writer="me"), "must be JSON objects"),
+    (lambda d: d.update(column_types="small"), "has column types 'small'; they are one of ('large', 'hf')"),
+    (lambda d: d.update(column_types=["hf"]), "has column types ['hf']"),
 ])
 def test_fields_of_the_wrong_kind(cache, change, message):
     edit(cache, change)
     assert message in corrupt_error(cache)
+
+
+def test_a_newer_format_asks_for_an_upgrade_and_not_to_move_the_file_aside(cache):
+    edit(cache, lambda d: d.update(format_version=5))
+    with pytest.raises(NewerFormatError) as info:
+        read_metadata(cache)
+    assert "format version 5; this beam_shards reads versions 1 to 4 (upgrade beam_shards" in str(info.value)
+    assert "move it aside" not in str(info.value), "a newer format is not damage"
+
+
+def test_a_format_4_header_without_its_column_types_is_refused(cache):
+    with open(manifest_file(cache)) as handle:
+        header = json.load(handle)
+    del header["column_types"]
+    save(cache, header)
+    assert "has column types None; they are one of ('large', 'hf')" in corrupt_error(cache)
 
 
 def test_edited_fingerprint(cache):
@@ -234,4 +254,4 @@ def test_features_with_no_cache_files_still_validate(tmp_path):
     manifest = read_metadata(path)
     assert manifest.num_rows == 0 and manifest.shards == () and manifest.statistics.num_rows == 0
     with open(CacheLayout(path).version(1)) as handle:
-        assert json.load(handle)["format_version"] == FORMAT_VERSION == 3
+        assert json.load(handle)["format_version"] == FORMAT_VERSION == 4

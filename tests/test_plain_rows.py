@@ -46,11 +46,12 @@ def write(examples: list, keys: list | None = None, on_bad=None, **options) -> t
         writer.add(e, k if keys is None else keys[k])
     writer.close()
     batches = [b for i in range(len(shards.streams)) for b in shards.batches(i)]
-    return pa.Table.from_batches(batches, schema=PLAIN.arrow_schema()), shards
+    return pa.Table.from_batches(batches, schema=PLAIN.storage_schema("hf")), shards
 
 
 def encoded_table(examples: list) -> pa.Table:
-    return pa.Table.from_batches([PLAIN.build_batch([PLAIN.encode_example(e) for e in examples])])
+    batch = PLAIN.build_batch([PLAIN.encode_example(e) for e in examples])
+    return pa.Table.from_batches([batch.cast(PLAIN.storage_schema("hf"))])
 
 
 @pytest.mark.parametrize("features, example", [

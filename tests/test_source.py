@@ -272,7 +272,7 @@ def test_missing_shard_fails_when_read_naming_it(cache):
 @pytest.mark.parametrize("field, value, message", [
     ("num_rows", 61, "says num_rows=61 but its shards hold 60 rows"),
     ("schema_fingerprint", "0" * 16, "does not match its features.*the manifest was edited"),
-    ("format_version", 99, "format version 99; this beam_shards reads versions 1 to 3"),
+    ("format_version", 99, "format version 99; this beam_shards reads versions 1 to 4"),
 ])
 def test_edited_manifest_fails_at_construction(cache, field, value, message):
     edit_manifest(cache, lambda data: data.__setitem__(field, value))

@@ -66,7 +66,7 @@ def test_every_publish_is_a_new_immutable_version(tmp_path):
         assert open(os.path.join(path, name), "rb").read() == data, "a published shard changed"
     assert read_metadata(path).version == 2 and read_metadata(path, version=1).write_id == first.write_id
     with open(os.path.join(path, MANIFEST_NAME)) as handle:
-        assert json.load(handle)["format_version"] == 3, "_metadata.json holds the latest version's header"
+        assert json.load(handle)["format_version"] == 4, "_metadata.json holds the latest version's header"
     with pytest.raises(VersionNotFoundError, match=r"no version 7:.*kept: 1-2"):
         read_metadata(path, version=7)
 
@@ -134,7 +134,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
             commit._move_into_place(CacheLayout(path), staged_fast, names)
             added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
                      for n, s in zip(names, staged_fast)]
-            real_commit(CacheLayout(path), fast, SMALL, added, None, None, {}, "append", None, {}, None)
+            real_commit(CacheLayout(path), fast, SMALL, added, None, WriterOptions(), {}, "append", None, {}, None)
             return stale
         return real(p)
 

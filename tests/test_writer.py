@@ -185,18 +185,19 @@ def test_writes_to_a_write_only_stream_and_closes_each_once():
     assert [stream.closes for stream in counted.streams] == [1] * len(counted.streams)
 
 
-def test_files_are_arrow_ipc_files_with_large_binary_columns():
+def test_files_are_arrow_ipc_files_with_large_binary_columns_and_hugging_faces_other_types():
     features = Features({"image": Image(), "frames": Sequence(Image()), "text": Value("string"),
-                         "raw": Value("binary")})
-    rows = [{"image": jpeg(i), "frames": [jpeg(i)], "text": "t", "raw": b"r"} for i in range(3)]
+                         "raw": Value("binary"), "long": Value("large_string")})
+    rows = [{"image": jpeg(i), "frames": [jpeg(i)], "text": "t", "raw": b"r", "long": "l"} for i in range(3)]
     _, shards = write_all(rows, features=features)
     reader = pa.ipc.open_file(pa.BufferReader(shards.data(0)))
     schema = reader.schema
     assert schema.field("image").type == pa.large_binary()
-    assert schema.field("raw").type == pa.large_binary()
-    assert schema.field("text").type == pa.large_string()
-    assert schema.field("frames").type.value_type == pa.large_binary()
-    assert schema.equals(features.arrow_schema(), check_metadata=True)
+    assert schema.field("frames").type == pa.list_(pa.large_binary())
+    assert schema.field("raw").type == pa.large_binary() and schema.field("text").type == pa.string()
+    assert schema.field("long").type == pa.large_string()
+    assert all(field.nullable for field in schema), "Hugging Face's fields are nullable; the features say which are"
+    assert schema.equals(features.storage_schema("hf"), check_metadata=True)
     assert reader.read_all().column("image").to_pylist() == [jpeg(i) for i in range(3)]
 
 

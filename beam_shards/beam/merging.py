@@ -32,6 +32,7 @@ class MergeBinFn(beam.DoFn):
             yield (write_id, shards[0], *rest)
             return
         attempt = self._layout.new_attempt(write_id)
-        merged: WrittenShard = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression)
+        merged: WrittenShard = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression,
+                                            self._options.column_types)
         self._merged.inc(len(shards))
         yield (write_id, merged, *rest)

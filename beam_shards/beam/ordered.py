@@ -219,7 +219,8 @@ def _pieces(shards: list[WrittenShard], chunks: list[Any]) -> Iterator[tuple[Any
 
 
 def _read_keys(shard: WrittenShard, features: Features, options: WriterOptions) -> list[Any]:
-    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression)
+    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression,
+                            options.column_types)
     return [pickle.loads(key)[0] for batch in file.iter_batches(columns=[KEY_COLUMN])
             for key in batch.column(0).to_pylist()]
 
@@ -227,7 +228,8 @@ def _read_keys(shard: WrittenShard, features: Features, options: WriterOptions) 
 def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.Table:
     """The rows `piece` names of its run shard (only the record batches holding them are read)."""
     shard, first, rows = piece
-    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression)
+    file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression,
+                            options.column_types)
     source = file.open_source()
     reader = file.reader(source)
     ends = np.cumsum(file.batch_rows(source, reader)).tolist()
@@ -237,7 +239,7 @@ def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.T
         if batch_start >= first + rows:
             break
         batches.append(file.read_batch(reader, index))
-    table = pa.Table.from_batches(batches, schema=features.arrow_schema())
+    table = pa.Table.from_batches(batches, schema=file.schema)
     return table.slice(first - (ends[start - 1] if start else 0), rows)
 
 
@@ -308,7 +310,8 @@ class WriteChunkFn(WriteBundleFn):
             self._write_id = write_id_or_fallback(write_id)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
         table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._options) for piece in pieces]))
-        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
+        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns,
+                                    schema=self._features.storage_schema(self._options.column_types))
         self.start_bundle()
         super().process(EncodedRows(rows))
         rank = chunk_ranks[chunk]

@@ -29,6 +29,7 @@ in key order, so the output does not depend on bundles.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -212,8 +213,9 @@ class WriteToArrowShards(beam.PTransform):
         self._on_bad = on_bad
         self._allow_empty = allow_empty
         self._deterministic = deterministic
-        self._options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._metadata, since = check_write(path, features, metadata, mode)
+        options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
+        self._metadata, since, column_types = check_write(path, features, metadata, mode)
+        self._options = dataclasses.replace(options, column_types=column_types)
         if write_id is not None:
             check_write_id(write_id)
         # A write id made when the pipeline runs is newer than every version there now; one given

@@ -24,12 +24,12 @@ Example:
 from beam_shards.features.array import Array
 from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, feature_from_dict
 from beam_shards.features.files import Audio, Image, Video
-from beam_shards.features.schema import SCHEMA_METADATA_KEY, Features, encode_example
+from beam_shards.features.schema import COLUMN_TYPES, SCHEMA_METADATA_KEY, Features, encode_example
 from beam_shards.features.sequence import Sequence
 from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value
 
 __all__ = [
-    "Array", "Audio", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence", "Struct", "VALUE_DTYPES",
-    "Value", "Video", "cast_safely", "encode_example", "feature_from_dict",
+    "Array", "Audio", "COLUMN_TYPES", "ClassLabel", "Feature", "Features", "Image", "SCHEMA_METADATA_KEY", "Sequence",
+    "Struct", "VALUE_DTYPES", "Value", "Video", "cast_safely", "encode_example", "feature_from_dict",
 ]

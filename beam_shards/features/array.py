@@ -71,6 +71,11 @@ class Array(Feature):
         inner = pa.list_(item, self._row_size) if len(self.shape) > 1 else item
         return pa.large_list(inner)
 
+    def hf_type(self) -> pa.DataType:
+        if len(self.shape) == 1:  # HF's List(Value(dtype)), of a fixed length unless it varies
+            return pa.list_(self._item_type(), -1 if self.variable else self.shape[0])
+        return self.arrow_type()
+
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Array", "shape": list(self.shape), "dtype": self.dtype, "nullable": self.nullable}
 

@@ -49,6 +49,15 @@ class Feature:
     def arrow_type(self) -> pa.DataType:
         raise NotImplementedError
 
+    def hf_type(self) -> pa.DataType:
+        """The type of this feature's column in shards stored in Hugging Face's column types
+        (`Features.storage_schema("hf")`): the type HF datasets stores the equal feature in
+        (32-bit offsets, every field nullable), so that HF's arrow loader takes the features
+        a shard's schema names. Kinds HF keeps in structs or extension types of its own
+        (images, audio, arrays of two dimensions or more) keep `arrow_type()`, and so do
+        binary values, whose 64-bit offsets let one value pass 2 GiB."""
+        return self.arrow_type()
+
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -143,7 +152,7 @@ class Feature:
         try:
             return array.cast(self.arrow_type(), safe=True)
         except _ARROW_ERRORS as error:
-            row = next((i for i in range(len(array)) if not _casts(array.slice(i, 1), self.arrow_type())), None)
+            row = next((i for i in range(len(array)) if not casts(array.slice(i, 1), self.arrow_type())), None)
             raise Invalid(f"cannot be stored as {self.arrow_type()}: {error}", field, self,
                            None if row is None else array[row].as_py(), row) from None
 
@@ -305,7 +314,8 @@ def arrow_family(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
-def _casts(array: pa.Array, target: pa.DataType) -> bool:
+def casts(array: pa.Array, target: pa.DataType) -> bool:
+    """Whether `array` casts to `target` safely (no value changed)."""
     try:
         array.cast(target, safe=True)
     except _ARROW_ERRORS:

@@ -22,6 +22,12 @@ from beam_shards.errors import EncodeError, FeatureError
 from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
+# How shards store columns: "large" (formats 1 to 3: 64-bit offsets, fields non-null where
+# their feature is) or "hf" (format 4 on: the types Hugging Face datasets stores the equal
+# features in, `Feature.hf_type`, so HF's arrow loader, Polars and DuckDB read the
+# features' own types). The features check and build columns in `arrow_schema()`;
+# a writer casts each batch to `storage_schema(column_types)`.
+COLUMN_TYPES = ("large", "hf")
 
 
 class Features(Mapping[str, Feature]):
@@ -55,6 +61,7 @@ class Features(Mapping[str, Feature]):
         self._plain_arrays = tuple(i for i, kind in enumerate(self._plain_types) if kind is np.ndarray)
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
+        self._stored: dict[str, pa.Schema] = {}
 
     def __getitem__(self, name: str) -> Feature:
         return self._features[name]
@@ -107,6 +114,24 @@ class Features(Mapping[str, Feature]):
             self._schema = pa.schema(fields, metadata={SCHEMA_METADATA_KEY: self.to_json().encode("ascii"),
                                                        **hf_schema_metadata(self)})
         return self._schema
+
+    def storage_schema(self, column_types: str) -> pa.Schema:
+        """The schema of shards that store their columns in `column_types` (`COLUMN_TYPES`),
+        with `arrow_schema()`'s metadata: "large" is `arrow_schema()` itself; in "hf" every
+        field is nullable (nulls are checked against the features when written) and of its
+        feature's `hf_type()`.
+
+        Raises:
+          ValueError: `column_types` is not one of `COLUMN_TYPES`.
+        """
+        if column_types not in COLUMN_TYPES:
+            raise ValueError(f"column_types must be one of {COLUMN_TYPES}; got {column_types!r}")
+        if column_types not in self._stored:
+            schema = self.arrow_schema()
+            if column_types == "hf":
+                schema = pa.schema([pa.field(name, f.hf_type()) for name, f in self._items], metadata=schema.metadata)
+            self._stored[column_types] = schema
+        return self._stored[column_types]
 
     def encode_example(self, example: Any, key: Any = None) -> dict[str, Any]:
         """See `encode_example`."""

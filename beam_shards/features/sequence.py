@@ -27,6 +27,9 @@ class Sequence(Feature):
     def arrow_type(self) -> pa.DataType:
         return pa.large_list(pa.field("item", self.feature.arrow_type(), nullable=self.feature.nullable))
 
+    def hf_type(self) -> pa.DataType:
+        return pa.list_(self.feature.hf_type())
+
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Sequence", "feature": self.feature.to_dict(), "nullable": self.nullable}
 

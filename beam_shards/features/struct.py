@@ -52,6 +52,9 @@ class Struct(Feature):
         return pa.struct([pa.field(name, feature.arrow_type(), nullable=feature.nullable)
                           for name, feature in self.fields.items()])
 
+    def hf_type(self) -> pa.DataType:
+        return pa.struct([pa.field(name, feature.hf_type()) for name, feature in self.fields.items()])
+
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Struct", "fields": {name: f.to_dict() for name, f in self.fields.items()},
                 "nullable": self.nullable}

@@ -86,6 +86,10 @@ class Value(Feature):
             return self._temporal
         return pa.from_numpy_dtype(np.dtype(self.dtype))
 
+    def hf_type(self) -> pa.DataType:
+        # Binary values keep 64-bit offsets, as file columns do: one value may pass 2 GiB.
+        return pa.string() if self.dtype == "string" else self.arrow_type()
+
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Value", "dtype": self.dtype, "nullable": self.nullable}
 

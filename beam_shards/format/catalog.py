@@ -15,7 +15,8 @@ import os
 
 import pyarrow as pa
 
-from beam_shards.errors import CacheNotFoundError, CorruptCacheError, FileTooLargeError, VersionNotFoundError
+from beam_shards.errors import (CacheNotFoundError, CorruptCacheError, FileTooLargeError, NewerFormatError,
+                                VersionNotFoundError)
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, parse_version_name
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES, Manifest, size_problem
 from beam_shards.format.shard_table import TableRef
@@ -83,6 +84,8 @@ def read_pointer(path: str) -> Manifest:
         return _read(path, layout.manifest)
     except (FileNotFoundError, NotADirectoryError):
         raise CacheNotFoundError(_not_found_message(layout)) from None
+    except NewerFormatError:
+        raise
     except CorruptCacheError as error:
         if not version_numbers(path):
             raise
@@ -103,6 +106,8 @@ def read_version(path: str, number: int, pointer: Manifest | None = None) -> Man
         manifest = _read(path, where)
         if manifest.version != number:
             raise CorruptCacheError(f"{where} holds version {manifest.version}, not {number}")
+    except NewerFormatError:
+        raise
     except CorruptCacheError as error:
         if pointer is not None and pointer.version == number:
             return pointer

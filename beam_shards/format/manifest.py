@@ -1,12 +1,15 @@
 """The manifest: what one version of a cache holds, and its JSON form (pure logic, no I/O).
 
 A version's manifest names its features, how and when it was written, its statistics
-and its shards. Format 3 (written now) keeps the shard list out of the JSON: the header
-names the shard tables (`shard_table`) that hold it, so a header stays a few KB at any
-size and is stored twice, immutable as `_versions/<N>.json` and as the copy of the
-latest in `_metadata.json`. Formats 1 and 2 listed every shard in the JSON; they are
-still read. Parsing trusts nothing in the file: every field is checked and any problem
-is a `CorruptCacheError` naming the file and the field.
+and its shards. Since format 3 the shard list is kept out of the JSON: the header names
+the shard tables (`shard_table`) that hold it, so a header stays a few KB at any size and
+is stored twice, immutable as `_versions/<N>.json` and as the copy of the latest in
+`_metadata.json`. Format 4 (written now) adds `column_types`: new caches store their
+columns in Hugging Face's types (`features.COLUMN_TYPES`), while appends keep their
+base's, so every shard of a version has one schema. Formats 1 and 2 listed every shard in
+the JSON; they, and format 3 ("large" column types), are still read. Parsing trusts
+nothing in the file: every field is checked and any problem is a `CorruptCacheError`
+naming the file and the field (a `NewerFormatError` for a format newer than this reads).
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_shards.errors import CorruptCacheError, FeatureError
-from beam_shards.features import Features
+from beam_shards.errors import CorruptCacheError, FeatureError, NewerFormatError
+from beam_shards.features import COLUMN_TYPES, Features
 from beam_shards.format.counts import is_count
 from beam_shards.format.layout import CacheLayout, write_id_of_shard
 from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
@@ -28,9 +31,11 @@ from beam_shards.format.statistics import Statistics
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 
 FORMAT_NAME = "beam_shards"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Format 2 listed the shards in the JSON; a format-1 cache's only version is kept in it.
 LISTED_FORMAT_VERSION = 2
+# The first format to name "column_types" (earlier ones stored them "large").
+TYPED_FORMAT_VERSION = 4
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
 MAX_MANIFEST_BYTES = 256 << 20
@@ -62,6 +67,8 @@ class Manifest:
       statistics: rows, nulls, min and max, class counts per column; None for versions
         of formats 1 and 2 and for appends onto them (not recorded then).
       format_version: the format the manifest was read in, or will be written in.
+      column_types: how its shards store their columns (`features.COLUMN_TYPES`):
+        "large" up to format 3, "hf" for new caches since.
     """
 
     path: str
@@ -77,6 +84,7 @@ class Manifest:
     mode: str = "overwrite"
     statistics: Statistics | None = None
     format_version: int = FORMAT_VERSION
+    column_types: str = "hf"
 
     def __post_init__(self) -> None:
         if not isinstance(self.shards, ShardTable):
@@ -110,6 +118,11 @@ class Manifest:
             return None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
+    @property
+    def storage_schema(self) -> pa.Schema:
+        """The schema of its shards: its features in its column types."""
+        return self.features.storage_schema(self.column_types)
+
     def shard_path(self, index: int) -> str:
         """The full path of shard `index`."""
         return CacheLayout(self.path).shard(self.shards[index].file)
@@ -120,9 +133,11 @@ class Manifest:
                 f"compression={self.compression!r})")
 
     def to_dict(self, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
-        """The manifest as JSON data: a format-3 header naming the shard tables, or (`format_version=2`)
-        with every shard listed."""
-        listed = format_version < FORMAT_VERSION
+        """The manifest as JSON data: a header naming the shard tables, or (`format_version=2`)
+        with every shard listed. Column types other than "large" are named in any format (a
+        listed form of such a version is only ever made to be edited, in tests)."""
+        listed = format_version <= LISTED_FORMAT_VERSION
+        typed = format_version >= TYPED_FORMAT_VERSION or self.column_types != "large"
         return {
             "format": FORMAT_NAME,
             "format_version": format_version,
@@ -136,6 +151,7 @@ class Manifest:
             "num_rows": self.num_rows,
             "num_bytes": self.num_bytes,
             "compression": self.compression,
+            **({"column_types": self.column_types} if typed else {}),
             **({"shards": [dataclasses.asdict(s) for s in self.shards]} if listed else {
                 "num_shards": self.num_shards, "tables": [ref.to_dict() for ref in self.shards.refs],
                 "statistics": self.statistics.to_dict() if self.statistics is not None else None}),
@@ -164,11 +180,13 @@ class Manifest:
         if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
             raise CorruptCacheError(f"{where} is not a beam_shards manifest (no \"format\": \"{FORMAT_NAME}\")")
         format_version = data.get("format_version")
+        if type(format_version) is int and format_version > FORMAT_VERSION:
+            raise NewerFormatError(f"{where} has format version {_shown(format_version)}; this beam_shards reads "
+                                   f"versions 1 to {FORMAT_VERSION} (upgrade beam_shards to read it)")
         if type(format_version) is not int or not 1 <= format_version <= FORMAT_VERSION:
             raise CorruptCacheError(
                 f"{where} has format version {_shown(format_version)}; this beam_shards reads versions 1 to "
-                f"{FORMAT_VERSION}" + (" (upgrade beam_shards to read it)" if type(format_version) is int
-                                       and format_version > FORMAT_VERSION else ""))
+                f"{FORMAT_VERSION}")
         missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise CorruptCacheError(f"{where} lacks the field(s) {', '.join(missing)}")
@@ -186,8 +204,11 @@ class Manifest:
             raise CorruptCacheError(
                 f"{where}: schema fingerprint {_shown(data['schema_fingerprint'])} does not match its features "
                 f"({features.fingerprint()!r}); the manifest was edited")
+        column_types = data.get("column_types", None if format_version >= TYPED_FORMAT_VERSION else "large")
+        if column_types not in COLUMN_TYPES:
+            raise CorruptCacheError(f"{where} has column types {_shown(column_types)}; they are one of {COLUMN_TYPES}")
         statistics = None
-        if format_version < FORMAT_VERSION:
+        if format_version <= LISTED_FORMAT_VERSION:
             shards = _parse_listed(data, where)
         else:
             shards = _parse_tables(data, where, load)
@@ -212,7 +233,7 @@ class Manifest:
         return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
                    created=data.get("created", ""), parent_version=parent, mode=mode, statistics=statistics,
-                   format_version=format_version)
+                   format_version=format_version, column_types=column_types)
 
 
 def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:
@@ -229,7 +250,7 @@ def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:
 
 
 def _parse_tables(data: dict[str, Any], where: str, load: TableLoader | None) -> ShardTable:
-    """The shard table a format-3 header names, read when first used."""
+    """The shard table a header of format 3 or later names, read when first used."""
     if not isinstance(data.get("tables"), list):
         raise CorruptCacheError(f"{where}: \"tables\" must be a list")
     refs = [TableRef.from_dict(entry, where) for entry in data["tables"]]

@@ -72,7 +72,7 @@ class ArrowBackend:
         self._manifest = manifest
         self._table = table
         if manifest is not None:
-            self._schema = manifest.features.arrow_schema()
+            self._schema = manifest.storage_schema
             self._shards = manifest.shards
         else:
             self._schema = table.schema

@@ -111,9 +111,10 @@ def file_overhead(features: Features) -> int:
 
 
 def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
-                 compression: str | None = None) -> WrittenShard:
+                 compression: str | None, column_types: str) -> WrittenShard:
     """Copies the record batches of `inputs` (each with `path`, `num_rows`, `num_bytes`, `checksum`), in
-    order, into one new shard opened by `open_shard(0)`; returns it.
+    order, into one new shard opened by `open_shard(0)`; returns it. The inputs and the new shard
+    are compressed with `compression` and store their columns in `column_types`.
 
     On failure the new shard's file is removed and the error raised.
 
@@ -123,12 +124,13 @@ def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable
     """
     total = sum(s.num_bytes for s in inputs)
     # Never rotate: the bin was planned whole (footer and compression changes stay far below this).
-    options = WriterOptions(shard_size_bytes=2 * total + (64 << 20), compression=compression)
+    options = WriterOptions(shard_size_bytes=2 * total + (64 << 20), compression=compression, column_types=column_types)
     writer = ShardWriter(features, open_shard, options)
     try:
         for shard in inputs:
             # A merged shard gets a checksum of its own: damage in an input must be caught here, not carried on.
-            file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, compression)
+            file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, compression,
+                                    column_types)
             file.check_checksum()
             for batch in file.iter_batches(validate=False):
                 writer.write_batch(batch)

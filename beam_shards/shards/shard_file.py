@@ -38,16 +38,18 @@ class ShardFile:
       entry: its rows, bytes and checksum as written.
       features: the features of the write that made it (its schema is checked against them).
       compression: the IPC compression it was written with.
+      column_types: how it stores its columns (`features.COLUMN_TYPES`).
       where: how errors name it.
       manifest: the published version it belongs to, if any (errors then say when
         retention removed it), and `shard_id` its index there.
     """
 
-    def __init__(self, path: str, entry: ShardInfo, features: Features, compression: str | None, where: str,
-                 manifest: Manifest | None = None, shard_id: int | None = None):
+    def __init__(self, path: str, entry: ShardInfo, features: Features, compression: str | None, column_types: str,
+                 where: str, manifest: Manifest | None = None, shard_id: int | None = None):
         self.path = path
         self.entry = entry
         self.features = features
+        self.schema = features.storage_schema(column_types)
         self.compression = compression
         self.where = where
         self.manifest = manifest
@@ -58,14 +60,15 @@ class ShardFile:
         """Shard `shard_id` (its index in `manifest.shards`) of a published version."""
         entry = manifest.shards[shard_id]
         where = f"shard {shard_id} ({entry.file}) of version {manifest.version} of the cache at {manifest.path}"
-        return cls(manifest.shard_path(shard_id), entry, manifest.features, manifest.compression, where, manifest, shard_id)
+        return cls(manifest.shard_path(shard_id), entry, manifest.features, manifest.compression, manifest.column_types,
+                   where, manifest, shard_id)
 
     @classmethod
     def staged(cls, path: str, num_rows: int, num_bytes: int, checksum: str, features: Features,
-               compression: str | None) -> ShardFile:
+               compression: str | None, column_types: str) -> ShardFile:
         """A shard a write staged at `path`, as its writer recorded it."""
         entry = ShardInfo(path.rsplit("/", 1)[-1], num_rows, num_bytes, checksum)
-        return cls(path, entry, features, compression, f"staged shard {path}")
+        return cls(path, entry, features, compression, column_types, f"staged shard {path}")
 
     def __repr__(self) -> str:
         return f"ShardFile({self.where})"
@@ -126,7 +129,7 @@ class ShardFile:
         Raises:
           CorruptCacheError: not an Arrow file, or its schema differs from the manifest's.
         """
-        expected = self.features.arrow_schema()
+        expected = self.schema
         with self.unreadable_as_corrupt():
             reader = pa.ipc.open_file(source)
         if not reader.schema.equals(expected, check_metadata=False):
@@ -264,8 +267,7 @@ class ShardFile:
         """
         source = source or self.open_source()
         if reader is None or not self.reads_free(source):
-            schema = self.features.arrow_schema()
-            narrow = min(schema, key=lambda field: _width_rank(field.type)).name
+            narrow = min(self.schema, key=lambda field: _width_rank(field.type)).name
             reader = self.reader(source, columns=[narrow])
         return [batch.num_rows for batch in self.unchecked_batches(reader)]
 
@@ -303,9 +305,10 @@ def file_checksum(path: str) -> tuple[str, int]:
 
 def _width_rank(arrow_type: pa.DataType) -> int:
     """Orders column types by how few bytes a row takes, so counting rows reads the cheapest."""
-    for rank, test in enumerate((pa.types.is_primitive, pa.types.is_fixed_size_list, pa.types.is_large_string,
-                                 pa.types.is_large_list)):
-        if test(arrow_type):
+    tests = ((pa.types.is_primitive,), (pa.types.is_fixed_size_list,), (pa.types.is_string, pa.types.is_large_string),
+             (pa.types.is_list, pa.types.is_large_list))
+    for rank, kinds in enumerate(tests):
+        if any(test(arrow_type) for test in kinds):
             return rank
     return 4  # binary columns: images and videos
 

@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from beam_shards.display import preview_example
 from beam_shards.errors import EncodeError
-from beam_shards.features import Features
+from beam_shards.features import COLUMN_TYPES, Features
+from beam_shards.features.base import casts
 from beam_shards.format.manifest import COMPRESSIONS
 from beam_shards.format.statistics import Statistics
 from beam_shards.shards.row_sizes import arrow_row_nbytes, plain_sizer, row_nbytes, values_nbytes
@@ -27,6 +28,8 @@ OnBad = Callable[[Any, Any, EncodeError], None]
 DEFAULT_SHARD_SIZE_BYTES = 128 << 20
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_BATCH_BYTES = 16 << 20
+# Hugging Face's column types offset strings with 32 bits: a batch holding them stays far below 2 GiB.
+_MAX_STRING_BATCH_BYTES = 1 << 30
 # The footer repeats the schema and holds one 24-byte block entry per record batch.
 _FOOTER_FIXED_BYTES = 64
 _FOOTER_BLOCK_BYTES = 24
@@ -62,6 +65,8 @@ class WriterOptions:
       batch_bytes: bytes per record batch at most (bounds the memory a writer holds;
         bytes or text, as `shard_size_bytes`).
       compression: None, "zstd" or "lz4" (Arrow IPC buffer compression).
+      column_types: how the shards store their columns (`COLUMN_TYPES`): "hf" for a
+        new cache, the base version's for an append (`commit.check_write` says which).
 
     Raises:
       ValueError: an option out of range, naming it.
@@ -72,6 +77,7 @@ class WriterOptions:
     batch_size: int = DEFAULT_BATCH_SIZE
     batch_bytes: int = DEFAULT_BATCH_BYTES
     compression: str | None = None
+    column_types: str = "hf"
 
     def __post_init__(self) -> None:
         checks = {"shard_size_bytes": parse_size, "batch_bytes": parse_size, "batch_size": parse_count}
@@ -84,13 +90,16 @@ class WriterOptions:
                 raise ValueError(f"{name}: {error}") from None
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}; got {self.compression!r}")
+        if self.column_types not in COLUMN_TYPES:
+            raise ValueError(f"column_types must be one of {COLUMN_TYPES}; got {self.column_types!r}")
 
 
 @dataclasses.dataclass(frozen=True)
 class EncodedRows:
     """Rows a step before the writer already checked against the writer's features, as
     `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
-    they are not checked twice. Their schema must be the features' Arrow schema.
+    they are not checked twice. Their schema must be the features' Arrow schema (or the
+    schema of the shards, `Features.storage_schema`, for rows read back from shards).
 
     Args:
       table: the rows, from `Features.encode_batch`.
@@ -161,12 +170,13 @@ class ShardWriter:
         options = options or WriterOptions()
         shard_size_bytes = options.shard_size_bytes
         self._features = features
-        self._schema = features.arrow_schema()
+        self._schema = features.storage_schema(options.column_types)
         self._open_shard = open_shard
         self._shard_size = shard_size_bytes
         self._max_rows = options.max_rows_per_shard
         self._batch_size = options.batch_size
-        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4))
+        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4),
+                                _MAX_STRING_BATCH_BYTES if _holds_strings(self._schema) else options.batch_bytes)
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
@@ -206,9 +216,12 @@ class ShardWriter:
           ValueError: `EncodedRows` of another schema.
         """
         if isinstance(example, EncodedRows):
-            if not example.table.schema.equals(self._schema, check_metadata=True):
-                raise ValueError(f"EncodedRows {key!r} have schema {example.table.schema}, not the features' "
-                                 f"{self._schema}; encode them with Features.encode_batch of the same features")
+            schema = example.table.schema
+            if not (schema.equals(self._features.arrow_schema(), check_metadata=True)
+                    or schema.equals(self._schema, check_metadata=True)):
+                raise ValueError(f"EncodedRows {key!r} have schema {schema}, not the features' "
+                                 f"{self._features.arrow_schema()}; encode them with Features.encode_batch of the "
+                                 "same features")
             self.write_table(example.table)
             return example.table.num_rows
         if isinstance(example, (pa.RecordBatch, pa.Table)):
@@ -334,6 +347,8 @@ class ShardWriter:
         return [values for row, values in enumerate(rows) if row not in refused]
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.schema.equals(self._schema):
+            batch = self._stored(batch)
         if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
             self._close_shard()
         if self._ipc is None:
@@ -349,6 +364,17 @@ class ShardWriter:
             self._written_on_disk += self._stream.size - before
         if self._stream.size >= self._shard_size or self._max_rows is not None and self._shard_rows >= self._max_rows:
             self._close_shard()
+
+    def _stored(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """`batch` (in the features' Arrow schema) cast to the shards' column types."""
+        try:
+            return batch.cast(self._schema)
+        except pa.ArrowInvalid as error:  # 32-bit offsets: a value past 2 GiB in one batch
+            name = next(field.name for field, target in zip(batch.schema, self._schema)
+                        if not casts(batch.column(field.name), target.type))
+            raise EncodeError(f"a record batch holds more of it than the 2 GiB a {self._schema.field(name).type} "
+                              f"column holds ({error}); declare its strings Value('large_string')",
+                              field=name, feature=repr(self._features[name])) from None
 
     def _would_overflow(self, batch: pa.RecordBatch) -> bool:
         estimate = pa.ipc.get_record_batch_size(batch)
@@ -382,3 +408,14 @@ class ShardWriter:
             path, rows, size, stream, batch_rows, statistics = self._closing[0]
             self.shards.append(WrittenShard(path, rows, size, stream.result(), batch_rows, statistics))
             del self._closing[0]
+
+
+def _holds_strings(schema: pa.Schema) -> bool:
+    """Whether any column of `schema`, at any depth, holds strings with 32-bit offsets."""
+    types = [field.type for field in schema]
+    while types:
+        arrow_type = types.pop()
+        if pa.types.is_string(arrow_type):
+            return True
+        types.extend(arrow_type.field(i).type for i in range(arrow_type.num_fields))
+    return False

@@ -78,10 +78,12 @@ def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
     return open_shard
 
 
-def check_write(path: str, features: Features, metadata: Any, mode: str) -> tuple[dict[str, Any], int]:
-    """Checks the arguments of a write before anything runs; returns the metadata as a dict, and the
-    newest version committed now (0 for none), which a write with a fresh id publishes after:
-    `publish(since=...)` looks for its own version only above it.
+def check_write(path: str, features: Features, metadata: Any, mode: str) -> tuple[dict[str, Any], int, str]:
+    """Checks the arguments of a write before anything runs; returns the metadata as a dict, the
+    newest version committed now (0 for none), which a write with a fresh id publishes after
+    (`publish(since=...)` looks for its own version only above it), and the column types
+    its shards are to be stored in (`WriterOptions.column_types`): an append's base
+    version's, so all the shards of a version share one schema; "hf" for any other write.
 
     Raises:
       TypeError: `features` is not a Features object.
@@ -108,11 +110,14 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     latest = latest_committed(path)
     if mode != "overwrite":
         _check_mode(path, features, None, mode, latest)
-    return metadata, latest.version if latest is not None else 0
+    column_types = latest.column_types if mode == "append" and latest is not None else "hf"
+    return metadata, latest.version if latest is not None else 0, column_types
 
 
-def _check_mode(path: str, features: Features, compression: str | None, mode: str, latest: Manifest | None,
-                check_compression: bool = False) -> None:
+def _check_mode(path: str, features: Features, options: WriterOptions | None, mode: str,
+                latest: Manifest | None) -> None:
+    """Raises unless a write of `mode` may publish over `latest`; with `options` (at commit), also
+    unless an append's shards are compressed and typed as `latest`'s."""
     if latest is None:
         return
     if mode == "error":
@@ -123,10 +128,15 @@ def _check_mode(path: str, features: Features, compression: str | None, mode: st
             raise SchemaMismatchError(
                 f"cannot append to the cache at {path}: its features are {latest.features!r}, the write's are "
                 f"{features!r}")
-        if check_compression and latest.compression != compression:
+        if options is not None and latest.compression != options.compression:
             raise SchemaMismatchError(
                 f"cannot append to the cache at {path}: its shards use compression {latest.compression!r}, the write "
-                f"asks for {compression!r}; append with compression={latest.compression!r}")
+                f"asks for {options.compression!r}; append with compression={latest.compression!r}")
+        if options is not None and latest.column_types != options.column_types:
+            raise SchemaMismatchError(
+                f"cannot append to the cache at {path}: version {latest.version}, published while the append ran, "
+                f"stores its columns in {latest.column_types!r} types and the append's shards are in "
+                f"{options.column_types!r} types; nothing was published, run the append again")
 
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
@@ -179,7 +189,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
                      for name, s in zip(names, staged)]
             statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
-                manifest = _commit(layout, write_id, features, added, statistics, options.compression, metadata, mode,
+                manifest = _commit(layout, write_id, features, added, statistics, options, metadata, mode,
                                    parent, kept or {}, since)
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
@@ -221,7 +231,7 @@ def find_published(path: str, write_id: str, since: int | None = None) -> Manife
 
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
-            statistics: Statistics | None, compression: str | None, metadata: dict[str, Any], mode: str,
+            statistics: Statistics | None, options: WriterOptions, metadata: dict[str, Any], mode: str,
             parent: int | None, kept: dict[int, int], since: int | None) -> Manifest:
     path = layout.path
     own = build_table([a[0] for a in added], [a[1] for a in added])  # the added shards' entries
@@ -236,7 +246,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
         if parent is not None and (latest is None or latest.version != parent):
             raise PublishError(f"write {write_id} rewrites version {parent} of {path}, but version "
                                f"{latest.version if latest else None} was published since; nothing was published")
-        _check_mode(path, features, compression, mode, latest, check_compression=True)
+        _check_mode(path, features, options, mode, latest)
         if latest is not None and not version_numbers(path):
             _adopt_format1(layout, latest, write_id)
         base = latest if mode == "append" and latest is not None else None
@@ -254,7 +264,8 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
         manifest = Manifest(
             path=path, version=number, write_id=write_id, features=features,
             shards=ShardTable(refs, layout.version(number), functools.partial(read_table, path)),
-            compression=compression, metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
+            compression=options.compression, column_types=options.column_types,
+            metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics)
         target, text = layout.version(manifest.version), manifest.to_json()

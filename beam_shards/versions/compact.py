@@ -3,7 +3,7 @@
 The latest version's shards are planned into bins keeping the row order
 (`merge.plan_bins(keep_order=True)`), each bin of several shards is merged by copying
 its record batches (`merge.merge_shards`), and the result is published as a new version
-through `commit.publish` (mode overwrite, the features, compression and metadata kept),
+through `commit.publish` (mode overwrite, the features, compression, column types and metadata kept),
 only if no other write published meanwhile (else it publishes nothing). Merged shards
 are staged under the compaction's write id; shards left whole are listed again by name,
 not copied (as an append lists the shards it keeps), so the older version stays
@@ -53,9 +53,11 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
                 continue
             inputs = [WrittenShard(layout.shard(latest.shards[i].file), latest.shards[i].num_rows,
                                    latest.shards[i].num_bytes, latest.shards[i].checksum) for i in indices]
-            staged.append(merge.merge_shards(inputs, latest.features, lambda _, i=index: open_staged(i), latest.compression))
+            staged.append(merge.merge_shards(inputs, latest.features, lambda _, i=index: open_staged(i),
+                                             latest.compression, latest.column_types))
         manifest = publish(path, write_id=write_id, features=latest.features, staged=staged,
-                           options=WriterOptions(options.shard_size_bytes, compression=latest.compression),
+                           options=WriterOptions(options.shard_size_bytes, compression=latest.compression,
+                                                 column_types=latest.column_types),
                            metadata=dict(latest.metadata), mode="overwrite", parent=latest.version, kept=kept)
     except BaseException:
         abandon(path, write_id)
