@@ -10,7 +10,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from beam_shards import (ArrowBackend, SchemaMismatchError, ShardedDataset, list_versions, read_metadata, verify,
+from beam_shards import (ArrowBackend, SchemaMismatchError, ShardedDataset, cli, list_versions, read_metadata, verify,
                          write_shards)
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.writer import ShardWriter, WriterOptions
@@ -77,7 +77,7 @@ def test_format1_cache_takes_format3_versions(tmp_path):
     assert ids(path) == list(range(42)) and ids(path, version=1) == list(range(40)) and verify(path).ok
 
 
-def test_format3_cache_reads_every_version_as_written(tmp_path):
+def test_format3_cache_reads_every_version_as_written(tmp_path, capsys):
     path = saved("format3_cache", tmp_path)
     versions = list_versions(path)
     assert [(m.version, m.format_version, m.column_types, m.num_rows, m.num_shards) for m in versions] == [
@@ -89,6 +89,8 @@ def test_format3_cache_reads_every_version_as_written(tmp_path):
     dataset = ShardedDataset(path, image_mode="bytes")
     assert dataset[31]["tags"] == example(31)["tags"] and dataset[31]["image"] == example(31)["image"]
     assert verify(path).ok and verify(path, version=1).ok
+    assert cli.main(["info", path]) == 0
+    assert "format       3, columns with 64-bit offsets (HF's loader sees large_string" in capsys.readouterr().out
 
 
 def test_format3_cache_takes_appends_in_its_own_column_types_and_overwrites_in_hugging_faces(tmp_path):

@@ -121,6 +121,11 @@ def _statistics_lines(manifest: Manifest, width: int) -> list[str]:
     return lines
 
 
+_COLUMN_TYPES = {"hf": "columns in Hugging Face's types",
+                 "large": "columns with 64-bit offsets (HF's loader sees large_string and LargeList; write it anew "
+                          "for HF's types)"}
+
+
 def _info(args: argparse.Namespace) -> int:
     manifest = read_metadata(args.path, version=args.version)
     rows = manifest.num_rows
@@ -132,6 +137,7 @@ def _info(args: argparse.Namespace) -> int:
         f"rows         {rows:,}",
         f"shards       {manifest.num_shards:,} ({human_size(manifest.num_bytes)} on disk{per_row})",
         f"compression  {manifest.compression or 'none'}",
+        f"format       {manifest.format_version}, " + _COLUMN_TYPES[manifest.column_types],
         f"version      {manifest.version} ({manifest.mode}"
         + (f" over version {manifest.parent_version})" if manifest.parent_version else ")"),
         f"write id     {manifest.write_id}" + (f" (published {manifest.created})" if manifest.created else ""),
