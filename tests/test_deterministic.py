@@ -111,6 +111,23 @@ def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_pa
     assert not os.path.exists(os.path.join(tmp_path, "repeat", "_staging"))
 
 
+def test_chunks_are_sorted_in_64_bit_offsets_and_published_in_hugging_faces_types(tmp_path, monkeypatch):
+    # A chunk is sorted whole: with 32-bit string offsets, past 2 GiB of text in a chunk the sort would fail.
+    sorted_types = []
+    real = ordered.in_key_order
+
+    def recording(table: pa.Table) -> pa.Table:
+        sorted_types.append(table.schema.field("text").type)
+        return real(table)
+
+    monkeypatch.setattr(ordered, "in_key_order", recording)
+    path = str(tmp_path / "cache")
+    _write(path, [], 0)
+    assert sorted_types and set(sorted_types) == {pa.large_string()}
+    assert ArrowBackend.open(path).slice(0, 1).schema.field("text").type == pa.string()
+    assert read_metadata(path).column_types == "hf" and read_metadata(path).num_rows == 2100
+
+
 def test_chunks_keep_key_order():
     assert ordered.chunk_of(("a", 1500), 1000) == ("a", 1) and ordered.chunk_of("k", 1000) == "k"
     assert ordered.chunk_of(("a", 1500, "a, line 1500"), 1000) == ("a", 1)

@@ -32,6 +32,7 @@ another; the runs are removed with the write's staging folder when it is publish
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import operator
 import pickle
 from collections.abc import Iterable, Iterator
@@ -111,6 +112,12 @@ def run_features(features: Features) -> Features:
     return Features({**features, KEY_COLUMN: Value("binary")})
 
 
+def run_options(options: WriterOptions) -> WriterOptions:
+    """The options of run shards: the write's, with 64-bit offsets, since a chunk of runs is
+    sorted whole and 32-bit string offsets would overflow past 2 GiB of text in it."""
+    return dataclasses.replace(options, column_types="large")
+
+
 def _with_key(example: Any, key: Any, features: Features) -> Any:
     """`example` with the key column: a dict gets `(key, 0)`, row i of a batch `(key, i)`."""
     if isinstance(example, dict):
@@ -150,7 +157,7 @@ class WriteRunsFn(WriteBundleFn):
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
-        super().__init__(path, run_features(features), options, write_id, on_bad)
+        super().__init__(path, run_features(features), run_options(options), write_id, on_bad)
         self._chunk_rows = CHUNK_BATCHES * options.batch_size
         self._run_bytes = run_bytes or RUN_BYTES
 
@@ -303,15 +310,15 @@ class WriteChunkFn(WriteBundleFn):
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
         super().__init__(path, features, options, write_id)
         self._runs = run_features(features)
+        self._run_options = run_options(options)
 
     def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
         chunk, pieces = element
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
-        table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._options) for piece in pieces]))
-        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns,
-                                    schema=self._features.storage_schema(self._options.column_types))
+        table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options) for piece in pieces]))
+        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
         self.start_bundle()
         super().process(EncodedRows(rows))
         rank = chunk_ranks[chunk]
