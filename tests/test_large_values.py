@@ -1,4 +1,5 @@
-"""A binary column past 2 GiB in one record batch of one shard: written, taken across, verified.
+"""A binary column past 2 GiB in one record batch of one shard: written, taken across, verified; and
+text past 2 GiB in what would be one batch, cut into batches a 32-bit string column holds.
 
 Five values of 430 MB (2.15 GB, more than 2**31 bytes) go into a single record
 batch, so the column's offsets on disk pass 2**31: Arrow's 32-bit `binary` would
@@ -56,6 +57,28 @@ def test_a_column_past_2_gib_in_one_batch(tmp_path):
         _check(backend.take([0, 4]), [0, 4])
         _check(backend.slice(2, 3), [2, 3, 4])
         assert backend.get_row(4)["blob"][-HEAD - 1:] == bytes([65] * HEAD + [97])
+        assert verify(path).ok
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_text_past_2_gib_in_one_batch_is_cut_into_batches_that_fit(tmp_path):
+    # The writer sizes a str by its characters: 740 rows of a million 3-byte characters count 0.74 GB, under
+    # batch_bytes, but their UTF-8 takes 2.2 GB, past what Hugging Face's 32-bit string column holds.
+    path = str(tmp_path / "cache")
+    text = "\u4e2d" * 1_000_000
+    features = Features({"id": Value("int64"), "text": Value("string")})
+    try:
+        manifest = write_shards(({"id": i, "text": text} for i in range(740)), path, features,
+                                shard_size_bytes=16 << 30, batch_bytes=1 << 30)
+        rows = manifest.shards.batch_rows(0)
+        assert manifest.num_shards == 1 and len(rows) > 1 and sum(rows) == 740, rows
+        backend = ArrowBackend.open(path)
+        assert backend.schema.field("text").type == pa.string()
+        for i in (0, rows[0] - 1, rows[0], 739):
+            row = backend.take([i])
+            assert row.column("id").to_pylist() == [i] and pc.utf8_length(row.column("text")).to_pylist() == [10**6]
         assert verify(path).ok
     finally:
         shutil.rmtree(path, ignore_errors=True)

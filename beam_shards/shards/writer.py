@@ -348,7 +348,18 @@ class ShardWriter:
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.schema.equals(self._schema):
-            batch = self._stored(batch)
+            try:
+                batch = batch.cast(self._schema)
+            except pa.ArrowInvalid as error:
+                # Past 2 GiB of text in a 32-bit column: batches are cut by estimated sizes, and a
+                # str counts characters, not UTF-8 bytes. Each half is taken (a slice keeps its
+                # offsets into the whole); one row cannot be cut.
+                if batch.num_rows == 1:
+                    raise self._too_large(batch, error) from None
+                half = batch.num_rows // 2
+                for start, stop in ((0, half), (half, batch.num_rows)):
+                    self._write_batch(batch.take(pa.array(np.arange(start, stop))))
+                return
         if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
             self._close_shard()
         if self._ipc is None:
@@ -365,16 +376,13 @@ class ShardWriter:
         if self._stream.size >= self._shard_size or self._max_rows is not None and self._shard_rows >= self._max_rows:
             self._close_shard()
 
-    def _stored(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """`batch` (in the features' Arrow schema) cast to the shards' column types."""
-        try:
-            return batch.cast(self._schema)
-        except pa.ArrowInvalid as error:  # 32-bit offsets: a value past 2 GiB in one batch
-            name = next(field.name for field, target in zip(batch.schema, self._schema)
-                        if not casts(batch.column(field.name), target.type))
-            raise EncodeError(f"a record batch holds more of it than the 2 GiB a {self._schema.field(name).type} "
-                              f"column holds ({error}); declare its strings Value('large_string')",
-                              field=name, feature=repr(self._features[name])) from None
+    def _too_large(self, row: pa.RecordBatch, error: pa.ArrowInvalid) -> EncodeError:
+        """The error for a row that does not fit the shards' column types (`error`, the cast's)."""
+        name = next(field.name for field, target in zip(row.schema, self._schema)
+                    if not casts(row.column(field.name), target.type))
+        return EncodeError(f"one row holds more than the 2 GiB a {self._schema.field(name).type} column holds "
+                           f"({error}); declare its strings Value('large_string')", field=name,
+                           feature=repr(self._features[name]))
 
     def _would_overflow(self, batch: pa.RecordBatch) -> bool:
         estimate = pa.ipc.get_record_batch_size(batch)
