@@ -111,6 +111,7 @@ def test_a_repeated_bundle_really_repeated_and_still_gives_the_same_bytes(tmp_pa
     assert not os.path.exists(os.path.join(tmp_path, "repeat", "_staging"))
 
 
+@pytest.mark.slow
 def test_chunks_are_sorted_in_64_bit_offsets_and_published_in_hugging_faces_types(tmp_path, monkeypatch):
     # A chunk is sorted whole: with 32-bit string offsets, past 2 GiB of text in a chunk the sort would fail.
     sorted_types = []

@@ -4,10 +4,12 @@ A version's manifest names its features, how and when it was written, its statis
 and its shards. Since format 3 the shard list is kept out of the JSON: the header names
 the shard tables (`shard_table`) that hold it, so a header stays a few KB at any size and
 is stored twice, immutable as `_versions/<N>.json` and as the copy of the latest in
-`_metadata.json`. Format 4 (written now) adds `column_types`: new caches store their
-columns in Hugging Face's types (`features.COLUMN_TYPES`), while appends keep their
-base's, so every shard of a version has one schema. Formats 1 and 2 listed every shard in
-the JSON; they, and format 3 ("large" column types), are still read. Parsing trusts
+`_metadata.json`. Format 4 adds `column_types`: new caches store their columns in Hugging
+Face's types (`features.COLUMN_TYPES`), while appends keep their base's, so every shard of
+a version has one schema. A version in "large" column types (an append onto a cache
+begun before format 4) is written in format 3, which implies them, so the beam_shards
+that wrote its base still reads it. Formats 1 and 2 listed every shard in the JSON; they
+are still read. Parsing trusts
 nothing in the file: every field is checked and any problem is a `CorruptCacheError`
 naming the file and the field (a `NewerFormatError` for a format newer than this reads).
 """
@@ -36,6 +38,12 @@ FORMAT_VERSION = 4
 LISTED_FORMAT_VERSION = 2
 # The first format to name "column_types" (earlier ones stored them "large").
 TYPED_FORMAT_VERSION = 4
+
+
+def format_for(column_types: str) -> int:
+    """The format a new version in `column_types` is written in: the first that can say them."""
+    return FORMAT_VERSION if column_types != "large" else TYPED_FORMAT_VERSION - 1
+
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
 MAX_MANIFEST_BYTES = 256 << 20
@@ -66,7 +74,7 @@ class Manifest:
       mode: "overwrite", "append" or "error", as the write was asked.
       statistics: rows, nulls, min and max, class counts per column; None for versions
         of formats 1 and 2 and for appends onto them (not recorded then).
-      format_version: the format the manifest was read in, or will be written in.
+      format_version: the format the manifest was read in, or will be written in (`format_for`).
       column_types: how its shards store their columns (`features.COLUMN_TYPES`):
         "large" up to format 3, "hf" for new caches since.
     """
@@ -132,10 +140,12 @@ class Manifest:
                 f"num_rows={self.num_rows}, num_shards={self.num_shards}, num_bytes={self.num_bytes}, "
                 f"compression={self.compression!r})")
 
-    def to_dict(self, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
-        """The manifest as JSON data: a header naming the shard tables, or (`format_version=2`)
-        with every shard listed. Column types other than "large" are named in any format (a
-        listed form of such a version is only ever made to be edited, in tests)."""
+    def to_dict(self, format_version: int | None = None) -> dict[str, Any]:
+        """The manifest as JSON data in its `format_version` or the one given: a header naming the
+        shard tables, or (`format_version=2`) with every shard listed. Column types other than
+        "large" are named in any format (a listed form of such a version is only ever made to
+        be edited, in tests)."""
+        format_version = self.format_version if format_version is None else format_version
         listed = format_version <= LISTED_FORMAT_VERSION
         typed = format_version >= TYPED_FORMAT_VERSION or self.column_types != "large"
         return {
@@ -159,7 +169,7 @@ class Manifest:
             "metadata": self.metadata,
         }
 
-    def to_json(self, format_version: int = FORMAT_VERSION) -> bytes:
+    def to_json(self, format_version: int | None = None) -> bytes:
         return manifest_json(self.to_dict(format_version))
 
     @classmethod

@@ -142,8 +142,9 @@ class ShardedDataset:
         features are the equals of these (`beam_shards.features.hf`).
 
         The shards are read memory-mapped, and columns Hugging Face stores as this cache
-        does are not copied; Image, Audio, Video and Array columns, strings and lists
-        are cast to Hugging Face's storage types, a copy of those columns.
+        does are not copied: all but binary, Image, Audio, Video and ArrayND columns in a
+        cache of Hugging Face's column types (format 4); those, and strings and lists in
+        older caches, are cast to Hugging Face's storage types, a copy of those columns.
 
         Example:
             >>> ShardedDataset("/tmp/my_cache").to_hf().features  # doctest: +SKIP

@@ -49,6 +49,7 @@ class ShardFile:
         self.path = path
         self.entry = entry
         self.features = features
+        self.column_types = column_types
         self.schema = features.storage_schema(column_types)
         self.compression = compression
         self.where = where
@@ -134,7 +135,8 @@ class ShardFile:
             reader = pa.ipc.open_file(source)
         if not reader.schema.equals(expected, check_metadata=False):
             raise CorruptCacheError(f"{self.where} has schema {reader.schema.to_string(show_schema_metadata=False)!r}, "
-                                    f"the manifest's features give {expected.to_string(show_schema_metadata=False)!r}")
+                                    f"the manifest's features in its {self.column_types!r} column types give "
+                                    f"{expected.to_string(show_schema_metadata=False)!r}")
         if columns is None:
             return reader
         # A second reader over the same source: its footer says which buffers the projection skips.

@@ -40,7 +40,7 @@ from beam_shards.features import Features
 from beam_shards.format.catalog import latest_committed, read_pointer, read_table, read_version, version_numbers
 from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
 from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
-                                         check_metadata, json_depth, manifest_json)
+                                         check_metadata, format_for, json_depth, manifest_json)
 from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
                                             table_file)
 from beam_shards.format.statistics import Statistics
@@ -265,6 +265,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             path=path, version=number, write_id=write_id, features=features,
             shards=ShardTable(refs, layout.version(number), functools.partial(read_table, path)),
             compression=options.compression, column_types=options.column_types,
+            format_version=format_for(options.column_types),
             metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics)
@@ -339,7 +340,7 @@ def update_pointer(layout: CacheLayout) -> Manifest | None:
             current = None
         if current is not None and current >= newest.version:
             return newest
-        fs.write_bytes_atomic(layout.manifest, newest.to_json(newest.format_version),
+        fs.write_bytes_atomic(layout.manifest, newest.to_json(),
                               layout.temporary(layout.manifest, newest.write_id))
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
