@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import apache_beam as beam
+import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +20,8 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloudOptions, StandardOptions
 
-from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Struct, Value, read_metadata
+from beam_shards import (Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Struct, Value, read_metadata,
+                         shard_paths)
 from beam_shards.errors import FeatureError
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
@@ -931,6 +933,11 @@ def test_chat_jsonl_text_jsonl_and_iris_csv_convert_with_no_flags(tmp_path):
     for name, run in (("chat.jsonl", jsonl.run), ("text.jsonl", jsonl.run), ("iris.csv", csv_pipeline.run)):
         run(["--input", str(tmp_path / name), "--output", str(tmp_path / name.replace(".", "_"))])
     assert list(ShardedDataset(str(tmp_path / "chat_jsonl"))) == chat
+    # Hugging Face's own loader over the shard files sees the features to_hf() gives, and the same rows.
+    loaded = datasets.load_dataset("arrow", data_files=shard_paths(str(tmp_path / "chat_jsonl")), split="train",
+                                   cache_dir=str(tmp_path / "hf_cache"))
+    assert loaded.features == ShardedDataset(str(tmp_path / "chat_jsonl")).to_hf().features
+    assert loaded.to_list() == chat
     assert ShardedDataset(str(tmp_path / "text_jsonl"))[3] == {"text": "doc 3", "score": 1.5}
     iris = ShardedDataset(str(tmp_path / "iris_csv"))
     assert iris[4] == {"sepal_length": 5.4, "sepal_width": 3.4, "petal_length": 1.4, "petal_width": 0.2,
