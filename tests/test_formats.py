@@ -128,3 +128,12 @@ def test_an_append_whose_base_was_rewritten_in_other_column_types_meanwhile_publ
                 mode="append", since=since)
     assert read_metadata(path).version == 3 and ids(path) == list(range(5))
     assert not leftovers(path) and verify(path).ok
+
+
+def test_a_format3_cache_written_anew_from_its_batches_gets_hugging_faces_types(tmp_path):
+    path = saved("format3_cache", tmp_path)
+    anew = str(tmp_path / "anew")
+    manifest = write_shards(ArrowBackend.open(path).iter_batches(), anew, read_metadata(path).features)
+    assert (manifest.format_version, manifest.column_types, manifest.num_rows) == (4, "hf", 40)
+    old, new = (ArrowBackend.open(where).slice(0, 40) for where in (path, anew))
+    assert new.schema.field("caption").type == pa.string() and new.cast(old.schema).equals(old)
