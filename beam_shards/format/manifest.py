@@ -9,9 +9,9 @@ Face's types (`features.COLUMN_TYPES`), while appends keep their base's, so ever
 a version has one schema. A version in "large" column types (an append onto a cache
 begun before format 4) is written in format 3, which implies them, so the beam_shards
 that wrote its base still reads it. Formats 1 and 2 listed every shard in the JSON; they
-are still read. Parsing trusts
-nothing in the file: every field is checked and any problem is a `CorruptCacheError`
-naming the file and the field (a `NewerFormatError` for a format newer than this reads).
+are still read. Parsing trusts nothing in the file: every field is checked and any
+problem is a `CorruptCacheError` naming the file and the field (a `NewerFormatError` for
+a format newer than this reads).
 """
 
 from __future__ import annotations

@@ -378,8 +378,10 @@ class ShardWriter:
 
     def _too_large(self, row: pa.RecordBatch, error: pa.ArrowInvalid) -> EncodeError:
         """The error for a row that does not fit the shards' column types (`error`, the cast's)."""
-        name = next(field.name for field, target in zip(row.schema, self._schema)
-                    if not casts(row.column(field.name), target.type))
+        name = next((field.name for field, target in zip(row.schema, self._schema)
+                     if not casts(row.column(field.name), target.type)), None)
+        if name is None:  # no column alone fails: not a size the features could avoid
+            return EncodeError(f"the row cannot be stored in the shards' column types: {error}")
         return EncodeError(f"one row holds more than the 2 GiB a {self._schema.field(name).type} column holds "
                            f"({error}); declare its strings Value('large_string')", field=name,
                            feature=repr(self._features[name]))
