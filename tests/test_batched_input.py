@@ -132,6 +132,14 @@ def test_a_huge_row_in_a_batch_gets_a_shard_of_its_own(tmp_path):
     assert all(s.num_bytes <= 100_000 for i, s in enumerate(manifest.shards) if i != huge_shard)
 
 
+def test_row_sizes_of_lists_of_numbers_are_their_lengths_times_the_width():
+    from beam_shards.shards.row_sizes import arrow_row_nbytes
+
+    table = pa.table({"x": pa.array([[1, 2, 3], None, []], pa.large_list(pa.int32())),
+                      "flags": pa.array([[True], [False, True], None], pa.list_(pa.bool_()))})
+    assert arrow_row_nbytes(table).tolist() == [8 + (3 * 4 + 8) + (1 + 8), 8 + 8 + (2 + 8), 8 + 8 + 8]
+
+
 def test_row_sizes_follow_the_arrow_offsets():
     from beam_shards.shards.row_sizes import arrow_row_nbytes
 

@@ -68,6 +68,8 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         return np.full(len(column), kind.list_size * max(1, width), dtype=np.int64)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         lengths = _int64(pc.list_value_length(column).fill_null(0))
+        if pa.types.is_primitive(kind.value_type):  # items of one width: no array of item sizes
+            return lengths * max(1, kind.value_type.bit_width // 8) + 8
         running = np.concatenate([[0], np.cumsum(_column_nbytes(pc.list_flatten(column)))])
         ends = np.cumsum(lengths)
         return running[ends] - running[ends - lengths] + 8
