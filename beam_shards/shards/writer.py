@@ -354,7 +354,7 @@ class ShardWriter:
                 # Past 2 GiB of text in a 32-bit column: batches are cut by estimated sizes, and a
                 # str counts characters, not UTF-8 bytes. Each half is taken (a slice keeps its
                 # offsets into the whole); one row cannot be cut.
-                if batch.num_rows == 1:
+                if batch.num_rows <= 1:
                     raise self._too_large(batch, error) from None
                 half = batch.num_rows // 2
                 for start, stop in ((0, half), (half, batch.num_rows)):
@@ -382,8 +382,9 @@ class ShardWriter:
                      if not casts(row.column(field.name), target.type)), None)
         if name is None:  # no column alone fails: not a size the features could avoid
             return EncodeError(f"the row cannot be stored in the shards' column types: {error}")
-        return EncodeError(f"one row holds more than the 2 GiB a {self._schema.field(name).type} column holds "
-                           f"({error}); declare its strings Value('large_string')", field=name,
+        return EncodeError(f"one row holds more than a {self._schema.field(name).type} column holds: 32-bit offsets "
+                           f"take 2 GiB of text and 2**31 list items ({error}); declare strings "
+                           "Value('large_string'), and split longer lists across rows", field=name,
                            feature=repr(self._features[name]))
 
     def _would_overflow(self, batch: pa.RecordBatch) -> bool:
