@@ -161,6 +161,15 @@ def test_a_newer_format_asks_for_an_upgrade_and_not_to_move_the_file_aside(cache
     assert "move it aside" not in str(info.value), "a newer format is not damage"
 
 
+def test_a_format_3_header_naming_other_column_types_than_large_is_refused(cache):
+    # Format 3's readers ignore the field and read its shards as "large": no reader may read them otherwise.
+    with open(manifest_file(cache)) as handle:
+        header = json.load(handle)
+    save(cache, {**header, "format_version": 3})
+    assert "has format version 3, whose shards are stored in 'large' column types, but names 'hf'" in corrupt_error(
+        cache)
+
+
 def test_a_format_4_header_without_its_column_types_is_refused(cache):
     with open(manifest_file(cache)) as handle:
         header = json.load(handle)

@@ -217,6 +217,10 @@ class Manifest:
         column_types = data.get("column_types", None if format_version >= TYPED_FORMAT_VERSION else "large")
         if column_types not in COLUMN_TYPES:
             raise CorruptCacheError(f"{where} has column types {_shown(column_types)}; they are one of {COLUMN_TYPES}")
+        # Format 3 implies "large", and its readers ignore the field: they must not read the version otherwise.
+        if format_version == TYPED_FORMAT_VERSION - 1 and column_types != "large":
+            raise CorruptCacheError(f"{where} has format version 3, whose shards are stored in 'large' column types, "
+                                    f"but names {column_types!r}")
         statistics = None
         if format_version <= LISTED_FORMAT_VERSION:
             shards = _parse_listed(data, where)
