@@ -9,8 +9,8 @@ from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
                                 StoreAccessError, VersionNotFoundError, WriteInProgressError)
-from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Sequence, Struct, Value,
-                                  Video, encode_example)
+from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Sequence, Struct, Value, Video,
+                                  encode_example)
 from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import Manifest, ShardInfo
@@ -18,7 +18,8 @@ from beam_shards.hf import from_hf, from_hf_features, to_hf_features
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.sampler import ShardedSampler
-from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.shards.options import WriterOptions
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.units import parse_count, parse_duration, parse_size
 from beam_shards.versions.commit import abandon
 from beam_shards.versions.gc import Retention, collect_garbage

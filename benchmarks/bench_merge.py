@@ -23,7 +23,8 @@ import numpy as np
 from beam_shards import Array, Features, Value
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
-from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.shards.options import WriterOptions
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.versions.commit import staged_shards
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string"), "embedding": Array((200,), "float32")})

@@ -28,7 +28,8 @@ from beam_shards.versions import commit
 from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.commit import staged_shards
 from beam_shards.format.layout import CacheLayout, new_write_id
-from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.shards.writer import ShardWriter
+from beam_shards.shards.options import WriterOptions
 
 path, shards, history = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 features = Features({"id": Value("int64"), "text": Value("string")})

@@ -39,7 +39,8 @@ from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import COMPRESSIONS, MODES, Manifest
-from beam_shards.shards.writer import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, EncodedRows
+from beam_shards.shards.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from beam_shards.shards.writer import EncodedRows
 from beam_shards.storage import folders, fs
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs

@@ -30,7 +30,7 @@ from beam_shards.features.base import NUMERIC_DTYPES
 from beam_shards.features.hf import HF_METADATA_KEY, from_hf_dict, storage_schema
 from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
+from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular
 from pipelines.where import Where

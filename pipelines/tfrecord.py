@@ -27,7 +27,7 @@ import pyarrow as pa
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Value, image_check
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards.writer import DEFAULT_BATCH_BYTES
+from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common, tabular, tf_example, tfds, tfrecord_io

@@ -14,7 +14,8 @@ from PIL import Image as PILImage
 
 from beam_shards import Array, ClassLabel, Features, Image, Retention, Sequence, Value
 from beam_shards.format.layout import CacheLayout
-from beam_shards.shards.writer import ShardWriter, WriterOptions, WrittenShard
+from beam_shards.shards.options import WriterOptions, WrittenShard
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.versions.commit import staged_shards
 from beam_shards.versions.gc import Garbage, collect_garbage
 

@@ -13,7 +13,8 @@ import pytest
 from beam_shards import (ArrowBackend, SchemaMismatchError, ShardedDataset, cli, list_versions, read_metadata, verify,
                          write_shards)
 from beam_shards.format.layout import CacheLayout, new_write_id
-from beam_shards.shards.writer import ShardWriter, WriterOptions
+from beam_shards.shards.options import WriterOptions
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.versions.commit import check_write, publish, staged_shards
 from beam_shards.versions.compact import compact
 from beam_shards.versions.gc import Retention, collect_garbage

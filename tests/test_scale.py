@@ -24,7 +24,8 @@ from beam_shards.features import ClassLabel, Features, Value
 from beam_shards.format import catalog
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, new_write_id
 from beam_shards.format.shard_table import TABLE_SCHEMA, plan_tables, table_file
-from beam_shards.shards.writer import ShardWriter, WriterOptions, WrittenShard
+from beam_shards.shards.options import WriterOptions, WrittenShard
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.storage import folders, fs
 from beam_shards.versions import commit, gc
 from beam_shards.versions.commit import staged_shards

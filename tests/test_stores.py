@@ -26,7 +26,7 @@ from beam_shards.cli import commands as cli
 from beam_shards.errors import FileTooLargeError
 from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, TABLES_DIR, VERSIONS_DIR, new_write_id, version_name
-from beam_shards.shards.writer import WriterOptions
+from beam_shards.shards.options import WriterOptions
 from beam_shards.storage import folders, fs
 from beam_shards.versions import commit
 from pipelines import csv as csv_pipeline, demo, image_folder, jsonl, parquet, tfrecord

@@ -23,7 +23,7 @@ from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, Cor
 from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
-from beam_shards.shards.writer import WriterOptions
+from beam_shards.shards.options import WriterOptions
 from beam_shards.versions import commit
 from beam_shards.versions.gc import collect_garbage, find_garbage, retained
 from beam_shards.versions.lock import cache_lock

@@ -22,7 +22,8 @@ from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, new_write_id
-from beam_shards.shards.writer import ShardWriter, WriterOptions, split_key
+from beam_shards.shards.options import WriterOptions
+from beam_shards.shards.writer import ShardWriter, split_key
 from beam_shards.storage import fs
 from beam_shards.versions.commit import staged_shards
 

@@ -11,7 +11,7 @@ from beam_shards.beam import counters
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
 from beam_shards.shards.merge import merge_shards
-from beam_shards.shards.writer import WriterOptions, WrittenShard
+from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.versions.commit import staged_shards
 
 

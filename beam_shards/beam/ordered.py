@@ -50,8 +50,9 @@ from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError
 from beam_shards.features import Features, Value
 from beam_shards.shards.merge import plan_bins
+from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.writer import EncodedRows, WriterOptions, WrittenShard, split_key
+from beam_shards.shards.writer import EncodedRows, split_key
 
 # Rows of a chunk, in batches: a chunk is held in memory while it is sorted and written.
 CHUNK_BATCHES = 8

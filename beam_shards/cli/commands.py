@@ -31,8 +31,8 @@ from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
 from beam_shards.format.catalog import list_versions, read_metadata
 from beam_shards.format.manifest import Manifest
+from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.writer import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.versions.compact import compact

@@ -30,8 +30,9 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from beam_shards.features import Features
+from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.writer import ShardWriter, WriterOptions, WrittenShard
+from beam_shards.shards.writer import ShardWriter
 from beam_shards.storage import fs
 
 

@@ -44,7 +44,7 @@ from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_M
 from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
                                             table_file)
 from beam_shards.format.statistics import Statistics
-from beam_shards.shards.writer import WriterOptions, WrittenShard
+from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
 from beam_shards.storage.checksum import checksum_of
 from beam_shards.versions.lock import cache_lock

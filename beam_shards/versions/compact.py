@@ -17,7 +17,7 @@ from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards import merge
 from beam_shards.shards.merge import file_overhead, plan_bins
-from beam_shards.shards.writer import DEFAULT_SHARD_SIZE_BYTES, WriterOptions, WrittenShard
+from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES, WriterOptions, WrittenShard
 from beam_shards.versions.commit import abandon, publish, staged_shards
 
 
