@@ -35,8 +35,7 @@ _FOOTER_BLOCK_BYTES = 24
 class EncodedRows:
     """Rows a step before the writer already checked against the writer's features, as
     `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
-    they are not checked twice. Their schema must be the features' Arrow schema (or the
-    schema of the shards, `Features.storage_schema`, for rows read back from shards).
+    they are not checked twice. Their schema must be the features' Arrow schema.
 
     Args:
       table: the rows, from `Features.encode_batch`.
@@ -154,8 +153,7 @@ class ShardWriter:
         """
         if isinstance(example, EncodedRows):
             schema = example.table.schema
-            if not (schema.equals(self._features.arrow_schema(), check_metadata=True)
-                    or schema.equals(self._schema, check_metadata=True)):
+            if not schema.equals(self._features.arrow_schema(), check_metadata=True):
                 raise ValueError(f"EncodedRows {key!r} have schema {schema}, not the features' "
                                  f"{self._features.arrow_schema()}; encode them with Features.encode_batch of the "
                                  "same features")
