@@ -70,7 +70,7 @@ def leftovers(path: str) -> list[str]:
         versions = list_versions(path)
         keep |= {shard.file for manifest in versions for shard in manifest.shards}
         keep |= {f"{VERSIONS_DIR}/{version_name(manifest.version)}" for manifest in versions}
-        keep |= {f"{TABLES_DIR}/{ref.file}" for manifest in versions if manifest.format_version >= 3
+        keep |= {f"{TABLES_DIR}/{ref.file}" for manifest in versions if manifest.has_tables
                  for ref in manifest.shards.refs}
     found = {name for name in os.listdir(path) if name not in (VERSIONS_DIR, TABLES_DIR)}
     for folder in (VERSIONS_DIR, TABLES_DIR):

@@ -297,7 +297,7 @@ def leftovers(path: str) -> list[str]:
     keep = {MANIFEST_NAME}
     for manifest in list_versions(path):
         keep |= {shard.file for shard in manifest.shards} | {f"{VERSIONS_DIR}/{version_name(manifest.version)}"}
-        keep |= {f"{TABLES_DIR}/{ref.file}" for ref in manifest.shards.refs if manifest.format_version >= 3}
+        keep |= {f"{TABLES_DIR}/{ref.file}" for ref in manifest.shards.refs if manifest.has_tables}
     return sorted(set(folders.walk(path)) - keep)
 
 

@@ -36,13 +36,15 @@ FORMAT_NAME = "beam_shards"
 FORMAT_VERSION = 4
 # Format 2 listed the shards in the JSON; a format-1 cache's only version is kept in it.
 LISTED_FORMAT_VERSION = 2
-# The first format to name "column_types" (earlier ones stored them "large").
+# Format 3 named shard tables; its shards store "large" column types, and versions in them still take it.
+LARGE_FORMAT_VERSION = 3
+# The first format to name "column_types".
 TYPED_FORMAT_VERSION = 4
 
 
 def format_for(column_types: str) -> int:
     """The format a new version in `column_types` is written in: the first that can say them."""
-    return FORMAT_VERSION if column_types != "large" else TYPED_FORMAT_VERSION - 1
+    return FORMAT_VERSION if column_types != "large" else LARGE_FORMAT_VERSION
 
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
@@ -125,6 +127,11 @@ class Manifest:
         except ValueError:
             return None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+
+    @property
+    def has_tables(self) -> bool:
+        """Whether its shards are listed in shard tables (format 3 on), not in its JSON."""
+        return self.format_version > LISTED_FORMAT_VERSION
 
     @property
     def storage_schema(self) -> pa.Schema:
@@ -218,7 +225,7 @@ class Manifest:
         if column_types not in COLUMN_TYPES:
             raise CorruptCacheError(f"{where} has column types {_shown(column_types)}; they are one of {COLUMN_TYPES}")
         # Format 3 implies "large", and its readers ignore the field: they must not read the version otherwise.
-        if format_version == TYPED_FORMAT_VERSION - 1 and column_types != "large":
+        if format_version == LARGE_FORMAT_VERSION and column_types != "large":
             raise CorruptCacheError(f"{where} has format version 3, whose shards are stored in 'large' column types, "
                                     f"but names {column_types!r}")
         statistics = None

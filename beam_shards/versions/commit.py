@@ -295,7 +295,7 @@ def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: pa.T
     """The tables of an append: the base version's, then the new shards' `own`, written with the
     small tables at the end merged into it where `plan_tables` says (a base of format 1 or 2 is
     written as one table first)."""
-    if base.format_version <= LISTED_FORMAT_VERSION:
+    if not base.has_tables:
         refs = [_write_table(layout, write_id, base.shards.arrow())] if len(base.shards) else []
     else:
         refs = list(base.shards.refs)

@@ -157,7 +157,7 @@ def listed_files(path: str, versions: list[Manifest], known: set[str] = frozense
     once, none of those in `known` (whose shards are known already)."""
     listed: set[str] = set()
     for manifest in versions:
-        if manifest.format_version < 3:
+        if not manifest.has_tables:
             listed.update(manifest.shards.names())
             continue
         for ref in manifest.shards.refs:
@@ -172,11 +172,11 @@ def still_listed(path: str, versions: list[Manifest], candidates: set[str]) -> s
     """Those of `candidates` (shards and shard tables, relative paths) that `versions` list. Each
     table is read once and searched for the candidate shards in Arrow, so a large table's names
     never become Python strings: the cost follows the candidates."""
-    found = candidates & {f"{TABLES_DIR}/{ref.file}" for m in versions if m.format_version >= 3 for ref in m.shards.refs}
+    found = candidates & {f"{TABLES_DIR}/{ref.file}" for m in versions if m.has_tables for ref in m.shards.refs}
     shards = pa.array(sorted(c for c in candidates if not c.startswith(TABLES_DIR + "/")), pa.string())
     read: set[str] = set()
     for manifest in versions if len(shards) else ():
-        if manifest.format_version < 3:
+        if not manifest.has_tables:
             found |= candidates & set(manifest.shards.names())
             continue
         for ref in manifest.shards.refs:
@@ -250,7 +250,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
         referenced = listed_files(path, kept)
         listed_by_removed = listed_files(path, gone, referenced) - referenced
     else:  # only the removed versions' own files are candidates
-        shared = {f"{TABLES_DIR}/{ref.file}" for m in kept if m.format_version >= 3 for ref in m.shards.refs}
+        shared = {f"{TABLES_DIR}/{ref.file}" for m in kept if m.has_tables for ref in m.shards.refs}
         candidates = listed_files(path, gone, shared) - shared
         referenced = still_listed(path, kept, candidates)
         listed_by_removed = candidates - referenced
