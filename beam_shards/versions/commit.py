@@ -234,7 +234,8 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             statistics: Statistics | None, options: WriterOptions, metadata: dict[str, Any], mode: str,
             parent: int | None, kept: dict[int, int], since: int | None) -> Manifest:
     path = layout.path
-    own = build_table([a[0] for a in added], [a[1] for a in added])  # the added shards' entries
+    own = build_table([a[0] for a in added], [a[1] for a in added]) if not kept else None  # the added shards'
+    own_ref: TableRef | None = None  # `own` written alone, once whatever the attempts
     for _ in range(MAX_COMMIT_ATTEMPTS):
         # This write's own finalize, running at once where no lock serializes them (object
         # stores), may have committed since `publish` looked: an append on top of it would
@@ -256,7 +257,8 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             version_statistics = latest.statistics
         else:
             if base is None:
-                refs = [_write_table(layout, write_id, own)]
+                own_ref = own_ref or _write_table(layout, write_id, own)
+                refs = [own_ref]
             else:
                 refs = _append_tables(layout, write_id, base, own)
                 version_statistics = Statistics.total(features, [base.statistics, statistics])
