@@ -309,7 +309,7 @@ class ShardTable(Sequence[ShardInfo]):
     def _entry(self, k: int, segment: _Segment, local: int) -> ShardInfo:
         columns = segment.table.columns
         info = ShardInfo(*(columns[i][local].as_py() for i in range(4)))
-        return self._checked(k, segment, local, info, columns[5][local].as_py())
+        return self._checked(k, segment, local, info, None if segment.checked[local] else columns[5][local].as_py())
 
     def _checked(self, k: int, segment: _Segment, local: int, info: ShardInfo,
                  batch_rows: list[int | None] | None) -> ShardInfo:
