@@ -111,8 +111,9 @@ class ShardWriter:
         self._shard_size = shard_size_bytes
         self._max_rows = options.max_rows_per_shard
         self._batch_size = options.batch_size
-        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4),
-                                _MAX_STRING_BATCH_BYTES if _holds_strings(self._schema) else options.batch_bytes)
+        self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4))
+        if _holds_strings(self._schema):  # else most batches past 2 GiB of text would fail their cast, then split
+            self._batch_bytes = min(self._batch_bytes, _MAX_STRING_BATCH_BYTES)
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
