@@ -251,7 +251,7 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
         listed_by_removed = listed_files(path, gone, referenced) - referenced
     else:  # only the removed versions' own files are candidates
         shared = {f"{TABLES_DIR}/{ref.file}" for m in kept if m.has_tables for ref in m.shards.refs}
-        candidates = listed_files(path, gone, shared) - shared
+        candidates = listed_files(path, gone, shared)
         referenced = still_listed(path, kept, candidates)
         listed_by_removed = candidates - referenced
         files = _stats(path, [f"{VERSIONS_DIR}/{version_name(n)}" for n in removed] + sorted(listed_by_removed))
