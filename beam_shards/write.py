@@ -15,8 +15,9 @@ from beam_shards.progress import Progress
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, WriterOptions
 from beam_shards.shards.writer import ShardWriter, split_key
 from beam_shards.storage import fs
-from beam_shards.versions.commit import abandon, check_write, publish, staged_shards
+from beam_shards.versions.commit import abandon, check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.staging import staged_shards
 
 
 def write_shards(examples: Iterable[Any], path: str, features: Features, *,

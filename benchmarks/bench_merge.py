@@ -25,7 +25,7 @@ from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
 from beam_shards.shards.options import WriterOptions
 from beam_shards.shards.writer import ShardWriter
-from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.staging import staged_shards
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string"), "embedding": Array((200,), "float32")})
 

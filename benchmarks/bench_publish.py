@@ -26,7 +26,7 @@ import json, sys, time
 from beam_shards import Features, Value, write_shards
 from beam_shards.versions import commit
 from beam_shards.versions.gc import Retention, collect_garbage
-from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.staging import staged_shards
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.writer import ShardWriter
 from beam_shards.shards.options import WriterOptions

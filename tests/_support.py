@@ -16,8 +16,8 @@ from beam_shards import Array, ClassLabel, Features, Image, Retention, Sequence,
 from beam_shards.format.layout import CacheLayout
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.writer import ShardWriter
-from beam_shards.versions.commit import staged_shards
 from beam_shards.versions.gc import Garbage, collect_garbage
+from beam_shards.versions.staging import staged_shards
 
 
 def options(*args: str) -> PipelineOptions:

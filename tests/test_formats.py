@@ -15,9 +15,10 @@ from beam_shards import (ArrowBackend, SchemaMismatchError, ShardedDataset, cli,
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions
 from beam_shards.shards.writer import ShardWriter
-from beam_shards.versions.commit import check_write, publish, staged_shards
+from beam_shards.versions.commit import check_write, publish
 from beam_shards.versions.compact import compact
 from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.staging import staged_shards
 
 from _reliability import leftovers
 from _support import FEATURES, example

@@ -28,7 +28,7 @@ from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.writer import ShardWriter
 from beam_shards.storage import folders, fs
 from beam_shards.versions import commit, gc
-from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.staging import staged_shards
 
 from _reliability import leftovers
 

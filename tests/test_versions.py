@@ -24,7 +24,7 @@ from beam_shards.format.catalog import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
 from beam_shards.shards.options import WriterOptions
-from beam_shards.versions import commit
+from beam_shards.versions import commit, staging
 from beam_shards.versions.gc import collect_garbage, find_garbage, retained
 from beam_shards.versions.lock import cache_lock
 
@@ -131,7 +131,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
             fast = new_write_id()
             staged_fast = stage(path, fast, rows(10, 5, "fast"))
             names = [shard_name(fast, i, len(staged_fast)) for i in range(len(staged_fast))]
-            commit._move_into_place(CacheLayout(path), staged_fast, names)
+            staging.move_into_place(CacheLayout(path), staged_fast, names)
             added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
                      for n, s in zip(names, staged_fast)]
             real_commit(CacheLayout(path), fast, SMALL, added, None, WriterOptions(), {}, "append", None, {}, None)

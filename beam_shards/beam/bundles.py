@@ -25,7 +25,7 @@ from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions
 from beam_shards.shards.writer import ShardWriter, split_key
 from beam_shards.storage import fs
-from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.staging import staged_shards
 
 _LOGGER = logging.getLogger(__name__)
 BAD_TAG = "bad"

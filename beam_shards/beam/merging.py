@@ -12,7 +12,7 @@ from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
 from beam_shards.shards.merge import merge_shards
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.versions.commit import staged_shards
+from beam_shards.versions.staging import staged_shards
 
 
 class MergeBinFn(beam.DoFn):

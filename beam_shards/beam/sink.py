@@ -47,8 +47,9 @@ from beam_shards.format.manifest import Manifest
 from beam_shards.shards.merge import file_overhead, plan_bins
 from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES,
                                         WriterOptions, WrittenShard)
-from beam_shards.versions.commit import check_write, publish, remove_staging, staged_order
+from beam_shards.versions.commit import check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.staging import remove_staging, staged_order
 
 ON_BAD = ("fail", "skip")
 

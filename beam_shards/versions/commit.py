@@ -27,8 +27,8 @@ import datetime
 import functools
 import importlib.metadata
 import sys
-from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,6 +48,7 @@ from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
 from beam_shards.storage.checksum import checksum_of
 from beam_shards.versions.lock import cache_lock
+from beam_shards.versions.staging import move_into_place, remove_staging, staged_order
 
 MAX_COMMIT_ATTEMPTS = 100
 # Versions created this long before a write started cannot be that write's: a retried
@@ -66,16 +67,6 @@ def _installed(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
-
-
-def staged_shards(folder: str) -> Callable[[int], tuple[str, BinaryIO]]:
-    """The `open_shard` callback of a ShardWriter staging into `folder`: part-00000.arrow, ..."""
-
-    def open_shard(index: int) -> tuple[str, BinaryIO]:
-        path = fs.join(folder, CacheLayout.staged_name(index))
-        return path, fs.create(path)
-
-    return open_shard
 
 
 def check_write(path: str, features: Features, metadata: Any, mode: str) -> tuple[dict[str, Any], int, str]:
@@ -184,7 +175,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
         if manifest is None:
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
-            rerun = _move_into_place(layout, staged, names)
+            rerun = move_into_place(layout, staged, names)
             added = [(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
                      for name, s in zip(names, staged)]
             statistics = Statistics.total(features, [s.statistics for s in staged])
@@ -347,32 +338,6 @@ def update_pointer(layout: CacheLayout) -> Manifest | None:
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
 
-def staged_order(shard: WrittenShard) -> tuple[str, int, str]:
-    # part-100000 after part-99999: numbered names sort by length first within a folder.
-    folder, _, name = shard.path.replace("\\", "/").rpartition("/")
-    return folder, len(name), name
-
-
-def _move_into_place(layout: CacheLayout, staged: list[WrittenShard], names: list[str]) -> bool:
-    """Moves the staged shards to their final names; returns whether an earlier run had moved any."""
-    finals = [layout.shard(name) for name in names]
-    found = folders.sizes([s.path for s in staged] + finals)
-    sources, destinations = [], []
-    for shard, final in zip(staged, finals):
-        if found[shard.path] is not None:
-            sources.append(shard.path)
-            destinations.append(final)
-        elif found[final] != shard.num_bytes:
-            raise PublishError(
-                f"staged shard {shard.path} ({shard.num_rows} rows) is gone and {final} "
-                f"{'does not exist' if found[final] is None else f'has {found[final]} bytes, not {shard.num_bytes}'}; "
-                "was the staging folder deleted while the write ran?")
-    if sources:
-        fs.rename(sources, destinations)
-        fs.sync_dir(destinations[0])
-    return len(sources) < len(staged)
-
-
 def abandon(path: str, write_id: str) -> None:
     """Removes what an unpublished write left: its staging folder and any shard it moved.
 
@@ -388,15 +353,3 @@ def abandon(path: str, write_id: str) -> None:
             fs.delete(sorted(p for p in folders.list_dir(path, layout.shards_of(write_id))
                              if write_id_of_shard(p.replace("\\", "/").rsplit("/", 1)[-1]) == write_id))
     remove_staging(layout, write_id)
-
-
-def remove_staging(layout: CacheLayout, write_id: str, temporaries: bool = True) -> None:
-    """Removes what one write staged (its folder), and `_staging/` if it is left empty; with
-    `temporaries`, also the temporary files a killed run of the write left, which takes a listing
-    of the cache folder (a run that finished removed its own, and `gc` removes any in time)."""
-    folders.delete_tree(layout.staging(write_id))
-    folders.remove_empty_dir(layout.staging_root)
-    if temporaries and fs.is_local(layout.path):  # object stores write manifests whole, with no temporary file
-        temporaries = [p for folder in (layout.path, layout.versions_dir, layout.tables_dir) if fs.exists(folder)
-                       for p in folders.list_dir(folder, layout.temporaries_of(write_id))]
-        fs.delete(sorted(temporaries))

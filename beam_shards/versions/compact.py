@@ -18,7 +18,8 @@ from beam_shards.format.manifest import Manifest
 from beam_shards.shards import merge
 from beam_shards.shards.merge import file_overhead, plan_bins
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES, WriterOptions, WrittenShard
-from beam_shards.versions.commit import abandon, publish, staged_shards
+from beam_shards.versions.commit import abandon, publish
+from beam_shards.versions.staging import staged_shards
 
 
 def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tuple[Manifest, Manifest | None]:
