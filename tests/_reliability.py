@@ -25,7 +25,8 @@ from beam_shards.format.catalog import read_table
 from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR, version_name
 from beam_shards.format.manifest import Manifest
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+from _paths import SCRIPTS
+
 sys.path.insert(0, SCRIPTS)
 import crash_writer  # noqa: E402
 

@@ -21,9 +21,9 @@ from beam_shards.display import human_size
 from beam_shards.format.layout import BAD_INPUTS_NAME, LOCK_NAME, MANIFEST_NAME, new_write_id
 from beam_shards.versions.bad_inputs import write_bad_inputs
 
+from _paths import REPO
 from _support import jpeg, png
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["ant", "bee", "cow"]
 TAGS = ["x", "y"]
 FEATURES = Features({

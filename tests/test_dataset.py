@@ -16,6 +16,7 @@ from PIL import Image as PILImage
 from beam_shards import (Array, ArrowBackend, ClassLabel, FeatureError, Features, Image, Sequence, ShardedDataset,
                          Value, write_shards)
 
+from _paths import REPO
 from _support import jpeg
 
 N = 57
@@ -234,9 +235,8 @@ def test_reading_rows_never_imports_pandas(tmp_path):
               "rows = [ds[0], ds[29]] + ds.__getitems__([3, 17, 3])\n"
               "assert rows[1]['embedding'].shape == (8,) and rows[2]['id'] == 3\n"
               f"ArrowBackend.open({path!r}).get_row(5)\n")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), repo])})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), REPO])})
     assert result.returncode == 0, result.stderr
     assert not marker.exists()
     check = subprocess.run([sys.executable, "-c", "import pyarrow as pa; pa.array([1]).to_numpy(zero_copy_only=False)"],

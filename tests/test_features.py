@@ -17,6 +17,7 @@ from beam_shards import (Array, ClassLabel, EncodeError, FeatureError, Features,
 from beam_shards.features import SCHEMA_METADATA_KEY, VALUE_DTYPES
 from beam_shards.features.decode import decode_table
 
+from _paths import DATA
 from _support import jpeg, png
 
 
@@ -518,7 +519,7 @@ def test_fingerprint_is_identical_in_another_process_with_another_hash_seed():
 
 
 def test_a_saved_cache_keeps_its_features_and_fingerprint():
-    path = os.path.join(os.path.dirname(__file__), "data", "format1_cache", "_metadata.json")
+    path = os.path.join(DATA, "format1_cache", "_metadata.json")
     with open(path, encoding="utf-8") as handle:
         manifest = json.load(handle)
     features = Features.from_dict(manifest["features"])

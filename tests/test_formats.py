@@ -20,10 +20,9 @@ from beam_shards.versions.compact import compact
 from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.staging import staged_shards
 
+from _paths import DATA
 from _reliability import leftovers
 from _support import FEATURES, example
-
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 def saved(name: str, tmp_path) -> str:

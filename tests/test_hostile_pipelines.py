@@ -20,9 +20,8 @@ from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, csv as csv_pipeline, image_folder, jsonl
 
 from _hostile import CAMERA_JPEG, assert_clear, cases, forged_png
+from _paths import REPO
 from _support import jpeg, png
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.timeout(30)  # tests that need longer say so
 

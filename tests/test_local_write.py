@@ -16,6 +16,7 @@ from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, wri
 from beam_shards.progress import Progress
 from beam_shards.versions import commit
 
+from _paths import REPO
 from _reliability import assert_clean_cache
 from _support import FEATURES, example
 
@@ -324,7 +325,7 @@ def test_a_local_write_and_read_import_no_beam(tmp_path):
         "assert ArrowBackend.open(path).num_rows == 15 and ShardedDataset(path)[14] == {'i': 4}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100,
-                            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+                            env={**os.environ, "PYTHONPATH": REPO})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 

@@ -25,6 +25,7 @@ from beam_shards.shards.merge import is_small, plan_bins
 from beam_shards.shards.writer import ShardWriter
 from beam_shards.versions.compact import compact
 
+from _paths import SCRIPTS
 from _reliability import assert_clean_cache
 from _support import clean_up, options
 
@@ -233,7 +234,7 @@ def test_compact_refuses_a_bad_size(tmp_path, text, capsys):
 def test_sigkill_during_the_merge_publishes_nothing_and_a_rerun_writes_once(tmp_path, monkeypatch, kill_after):
     out = str(tmp_path / "cache")
     write_shards((_row(i) for i in range(10_000, 10_100)), out, FEATURES)
-    script = os.path.join(os.path.dirname(__file__), "scripts", "kill_in_merge.py")
+    script = os.path.join(SCRIPTS, "kill_in_merge.py")
     run = subprocess.run([sys.executable, script, out, str(kill_after)], capture_output=True, text=True, timeout=300)
     assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
     assert os.listdir(os.path.join(out, "_staging")), "the killed write must have staged files"

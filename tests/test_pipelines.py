@@ -27,9 +27,9 @@ from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular, watch, where
 
+from _paths import REPO
 from _support import jpeg, options, png
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ODD_NAME = "Ünïcödé name ø 1.jpg"
 
 

@@ -14,7 +14,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_shards import ShardedDataset, cli, read_metadata
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _paths import REPO
+
 TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -n auto --dist worksteal --durations=20"
 VENV_PYTHON = ".venv/bin/python"
 

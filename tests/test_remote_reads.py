@@ -20,9 +20,10 @@ from beam_shards import ArrowBackend, Features, Image, ShardedDataset, Value, wr
 from beam_shards.storage import disk_cache, fs
 from beam_shards.storage.checksum import Crc32
 
+from _paths import REPO
 from _support import jpeg
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 from read_counter import counting_opener  # noqa: E402
 
 FEATURES = Features({"id": Value("int64"), "image": Image(), "pad": Value("binary")})

@@ -28,10 +28,11 @@ from beam_shards.versions import commit, staging
 from beam_shards.versions.gc import collect_garbage, find_garbage, retained
 from beam_shards.versions.lock import cache_lock
 
+from _paths import DATA
 from _support import FEATURES, example, options, race_to_create, stage as stage_shards
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
-FORMAT1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "format1_cache")
+FORMAT1 = os.path.join(DATA, "format1_cache")
 NOW = datetime.datetime.now(datetime.timezone.utc)
 
 
