@@ -40,13 +40,13 @@ setuptools.setup(
             "hypothesis>=6.100",
             "simplejpeg>=1.7",
             "torch==2.13.0",
-            # tests/test_resume.py drives ShardedSampler with torchdata's StatefulDataLoader.
+            # tests/read/test_resume.py drives ShardedSampler with torchdata's StatefulDataLoader.
             "torchdata>=0.11",
             "grain>=0.2.10",
             "google-crc32c>=1.5",
-            # An independent TFRecord writer (not TensorFlow) for tests/test_tfrecord.py.
+            # An independent TFRecord writer (not TensorFlow) for tests/pipelines/test_tfrecord.py.
             "tfrecord>=1.14.6",
-            # Hugging Face round trips (tests/test_hf.py), and the readers README's recipes name.
+            # Hugging Face round trips (tests/hf/test_hf.py), and the readers README's recipes name.
             "datasets>=4",
             "polars>=1",
             "duckdb>=1",

@@ -1,5 +1,5 @@
 """Counting the bytes a reader fetches from an object store: what `bench_remote.py` reports
-and what `tests/test_remote_reads.py` bounds."""
+and what `tests/read/test_remote_reads.py` bounds."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ processes that share nothing with the test but the file system.
 
 from __future__ import annotations
 
+import glob
 import inspect
 import os
 import subprocess
@@ -20,10 +21,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from _services import free_port, stop, wait_for_port
 from _stores import faulty_s3, gcs_server, s3_server, store  # noqa: F401 (fixtures)
 
-# Beam pickles test functions by reference to their module; SDK workers in other
-# processes (multi_processing, the portable worker pool) import them from here.
+# Test modules import the helpers of tests/ and a few other test modules by their bare names,
+# and Beam pickles test functions by reference to their module: tests/ and each folder of test
+# modules are import roots, here and in every process started from here (multi_processing and
+# portable SDK workers, scripts). A test module's name is its file's, so no two may share one.
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS_DIR, os.environ.get("PYTHONPATH")]))
+_IMPORT_ROOTS = [_TESTS_DIR, *sorted({os.path.dirname(module)
+                                      for module in glob.glob(os.path.join(_TESTS_DIR, "*", "test_*.py"))})]
+sys.path.extend(root for root in _IMPORT_ROOTS if root not in sys.path)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*_IMPORT_ROOTS, os.environ.get("PYTHONPATH")]))
 
 
 class PortableServices:

@@ -3,7 +3,7 @@
     python kill_in_merge.py PATH N
 
 Bundles stage 5 KB shards (as many small bundles would) with a 50 KB target, so the
-merge step has bins to merge. Used by tests/test_merge.py.
+merge step has bins to merge. Used by tests/shards/test_merge.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [TESTS_DIR, os.path.join(TESTS_DIR, "shards")]  # the helpers, and test_merge
 
 from beam_shards.beam import bundles  # noqa: E402
 from beam_shards.shards.writer import ShardWriter  # noqa: E402

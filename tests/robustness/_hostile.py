@@ -1,4 +1,4 @@
-"""Shared by the hostile-input tests (tests/test_hostile_*.py): corpus tables and the clear-error check."""
+"""Shared by the hostile-input tests (tests/robustness/test_hostile_*.py): corpus tables and the clear-error check."""
 
 from __future__ import annotations
 

@@ -191,7 +191,7 @@ def test_a_zlib_bomb_in_a_tfds_folder_fails_naming_the_record_and_feature_or_is_
 # ---- 2b-d. TFDS metadata ---------------------------------------------------------------------
 
 def make_tfds_folder(root: pathlib.Path, train: list[dict] | None = None) -> pathlib.Path:
-    """The TFDS folder `root/toy/1.0.0` of tests/test_tfrecord.py's `tfds_folder`; `train` replaces
+    """The TFDS folder `root/toy/1.0.0` of tests/pipelines/test_tfrecord.py's `tfds_folder`; `train` replaces
     its 8 train records (5 in a first shard, 3 in a second)."""
     train = train or [_tfds_record(i) for i in range(8)]
     folder = root / "toy" / "1.0.0"
