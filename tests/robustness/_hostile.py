@@ -1,4 +1,5 @@
-"""Shared by the hostile-input tests (tests/robustness/test_hostile_*.py): corpus tables and the clear-error check."""
+"""Shared by the hostile-input tests (tests/robustness/test_hostile_*.py): corpus tables and the clear-error check;
+their fixtures are in tests/robustness/conftest.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
-from beam_shards import ClassLabel, FeatureError, Features, Image, Sequence, Value, cli, read_metadata, write_shards
+from beam_shards import ClassLabel, FeatureError, Features, Image, Sequence, Value, cli, read_metadata
 
 from _reliability import edit_manifest, print_uncaptured
 from _support import png
@@ -172,21 +173,3 @@ def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
 
 def cli_command(argv: list[str], path: str) -> list[str]:
     return [part.format(path=path) for part in argv]
-
-
-@pytest.fixture
-def bomb_cache(tmp_path, monkeypatch) -> str:
-    """A cache holding a decompression bomb, written while Pillow's pixel limit was lifted."""
-    path = str(tmp_path / "bomb")
-    with monkeypatch.context() as unlimited:
-        unlimited.setattr(PILImage, "MAX_IMAGE_PIXELS", None)
-        write_shards([{"image": forged_png(100_000, 100_000)}], path, IMAGE_FEATURES)
-    return path
-
-
-@pytest.fixture
-def cli_cache(tmp_path) -> str:
-    """A small cache with label columns, written afresh for each test to craft."""
-    path = str(tmp_path / "cache")
-    write_shards(cli_rows(), path, CLI_FEATURES, max_rows_per_shard=5)
-    return path

@@ -21,7 +21,7 @@ import pytest
 from beam_shards import (Array, ArrowBackend, ClassLabel, EncodeError, FeatureError, Features, Image, Sequence, Value,
                          Video, WriteToArrowShards, read_metadata, verify, write_shards)
 
-from _reliability import assert_clean_cache, ids_of, staged_files, tally  # noqa: F401 (tally is a fixture)
+from _reliability import assert_clean_cache, ids_of, staged_files
 from _support import clean_up, jpeg, options, png
 
 FEATURES = Features({

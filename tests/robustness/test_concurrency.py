@@ -16,7 +16,6 @@ import pytest
 
 from beam_shards import ArrowBackend, list_versions, verify
 
-from _reliability import tally  # noqa: F401 (a fixture)
 from _reliability import VERSIONS, WriterServer, assert_clean_cache, leftovers, write_version, writer_job
 from _support import clean_up
 

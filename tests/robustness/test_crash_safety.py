@@ -28,7 +28,6 @@ import pytest
 from beam_shards import ArrowBackend, CacheNotFoundError, read_metadata, verify
 from beam_shards.format.layout import STAGING_DIR
 
-from _reliability import tally  # noqa: F401 (a fixture)
 from _reliability import VERSIONS, WriterServer, assert_clean_cache, leftovers, write_version, writer_job
 from _support import clean_up
 

@@ -36,7 +36,6 @@ from beam_shards.format.layout import CacheLayout
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES
 from beam_shards.versions.gc import find_garbage
 
-from _hostile import cli_cache  # noqa: F401 (a fixture)
 from _hostile import (CLI_FEATURES, SCALE, assert_clear, cases, cli_command, cli_rows, craft_manifest, crafted,
                       cut_first_shard, mutate_bytes, nested, printed_tally, remove_first_shard, rename_column, run_cli,
                       sparse_file, with_label)

@@ -19,8 +19,8 @@ from beam_shards import ClassLabel, Features, Image, Value, read_metadata, write
 from beam_shards.cli import commands as cli
 from beam_shards.format.layout import BAD_INPUTS_NAME, STAGING_DIR
 
-from _hostile import (CLI_ROWS, bomb_cache, cases, cli_cache, cli_command, cut_first_shard,  # noqa: F401 (fixtures)
-                      nested, remove_first_shard, rename_column, run_cli, sparse_file, with_label)
+from _hostile import (CLI_ROWS, cases, cli_command, cut_first_shard, nested, remove_first_shard, rename_column, run_cli,
+                      sparse_file, with_label)
 from _reliability import edit_manifest
 from _support import png
 

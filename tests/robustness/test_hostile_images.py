@@ -25,7 +25,6 @@ from PIL import Image as PILImage
 from beam_shards import EncodeError, ShardedDataset, encode_example
 from beam_shards.features import image_check, image_codec
 
-from _hostile import bomb_cache  # noqa: F401 (a fixture)
 from _hostile import (CAMERA_JPEG, IMAGE_FEATURES, SCALE, assert_clear, cases, forged_png, mutate_bytes, noise,
                       printed_tally, saved)
 from _support import jpeg, png

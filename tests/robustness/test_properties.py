@@ -32,7 +32,6 @@ from beam_shards import (Array, ArrowBackend, Audio, ClassLabel, Features, Image
                          ShardedDataset, Struct, Value, Video, WriteToArrowShards, read_metadata, verify, write_shards)
 from beam_shards.features import VALUE_DTYPES
 
-from _reliability import tally  # noqa: F401 (a fixture)
 from _support import jpeg, options, png
 
 ROW = "row id"  # the names drawn below never hold a space

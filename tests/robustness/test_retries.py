@@ -22,7 +22,7 @@ from beam_shards.format.layout import new_write_id
 from beam_shards.storage import fs
 from beam_shards.versions import commit
 
-from _reliability import assert_clean_cache, ids_of, leftovers, staged_files, tally  # noqa: F401 (tally is a fixture)
+from _reliability import assert_clean_cache, ids_of, leftovers, staged_files
 from _support import clean_up, options
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string")})
