@@ -9,9 +9,10 @@ setuptools.setup(
         "Apache Beam sink and source for size-rotated Arrow IPC shard caches, "
         "with a random-access reader for training code."
     ),
+    # The short README (what it is, the two commands, a tour, links); the rest is in docs/.
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     packages=setuptools.find_packages(include=["beam_shards", "beam_shards.*", "pipelines", "pipelines.*"]),
     install_requires=[
         "apache-beam>=2.60",
@@ -40,17 +41,17 @@ setuptools.setup(
             "hypothesis>=6.100",
             "simplejpeg>=1.7",
             "torch==2.13.0",
-            # tests/read/test_resume.py drives ShardedSampler with torchdata's StatefulDataLoader.
+            # The resume tests drive ShardedSampler with torchdata's StatefulDataLoader.
             "torchdata>=0.11",
             "grain>=0.2.10",
             "google-crc32c>=1.5",
-            # An independent TFRecord writer (not TensorFlow) for tests/pipelines/test_tfrecord.py.
+            # An independent TFRecord writer (not TensorFlow) for the tfrecord pipeline's tests.
             "tfrecord>=1.14.6",
-            # Hugging Face round trips (tests/hf/test_hf.py), and the readers README's recipes name.
+            # Hugging Face round trips, and the readers the library guide's recipes name (docs/guide.md).
             "datasets>=4",
             "polars>=1",
             "duckdb>=1",
-            # Object stores (tests/_stores.py): moto's S3 server and fake-gcs-server, with
+            # Object stores (the tests' store fixtures): moto's S3 server and fake-gcs-server, with
             # the clients Beam's S3 and GCS filesystems need (not all of Beam's gcp extra).
             "apache-beam[aws]",
             "google-cloud-storage>=2.18.2,<4",

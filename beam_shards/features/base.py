@@ -92,7 +92,7 @@ class Feature:
 
         Args:
           array: a column of this feature, as written.
-          image_mode: how Images come back: "pil", "numpy" (see `images.decode`) or
+          image_mode: how Images come back: "pil", "numpy" (see `image_codec.decode`) or
             "bytes" (as stored).
         """
         return array.to_pylist()

@@ -27,7 +27,7 @@ def check_image_mode(image_mode: str) -> str:
 def decode_table(table: pa.Table | pa.RecordBatch, features: Features, image_mode: str = "pil") -> list[dict[str, Any]]:
     """Decodes every row of `table` (whose columns are a subset of `features`) to a dict.
 
-    Images become PIL images ("pil"), numpy arrays ("numpy", see `images.decode`) or stay bytes
+    Images become PIL images ("pil"), numpy arrays ("numpy", see `image_codec.decode`) or stay bytes
     ("bytes"); Arrays become numpy arrays of their declared shape (read-only views of
     Arrow memory where possible); ClassLabels become ints; Sequences become lists.
     """

@@ -1,4 +1,4 @@
-"""README's commands run as written, so the README cannot drift from the code."""
+"""The commands of README and of docs/ run as written, so the docs cannot drift from the code."""
 
 from __future__ import annotations
 
@@ -20,9 +20,25 @@ TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .
 VENV_PYTHON = ".venv/bin/python"
 
 
-def readme() -> str:
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+def _read(name: str) -> str:
+    with open(os.path.join(REPO, name), encoding="utf-8") as handle:
         return handle.read()
+
+
+def readme() -> str:
+    return _read("README.md")
+
+
+def docs() -> list[tuple[str, str]]:
+    """(name, text) of every doc whose snippets run: README.md, then each docs/*.md by name."""
+    names = ["README.md"] + sorted(f"docs/{name}" for name in os.listdir(os.path.join(REPO, "docs"))
+                                   if name.endswith(".md"))
+    return [(name, _read(name)) for name in names]
+
+
+def doc_blocks() -> list[str]:
+    """The code blocks of every doc, in `docs()` order."""
+    return [block for _, text in docs() for block in code_blocks(text)]
 
 
 def code_blocks(text: str) -> list[str]:
@@ -87,12 +103,12 @@ def _with_flag(argv: list[str], flag: str, value: str) -> list[str]:
 
 
 def test_readme_cli_commands_on_the_demo_cache(tmp_path, capsys):
-    """The `beam-shards` commands README runs on ./demo_cache work on a demo cache."""
+    """The `beam-shards` commands the docs run on ./demo_cache work on a demo cache."""
     from pipelines import demo
 
     cache = str(tmp_path / "demo_cache")
     demo.run(["--output", cache, "--num_examples", "24", "--image_size", "16"])
-    lines = [c for block in code_blocks(readme()) for c in commands(block) if c.startswith(".venv/bin/beam-shards")]
+    lines = [c for block in doc_blocks() for c in commands(block) if c.startswith(".venv/bin/beam-shards")]
     assert {shlex.split(line)[1] for line in lines} >= {"info", "show"}
     for line in lines:
         argv = [cache if word == "./demo_cache" else word for word in shlex.split(line)[1:]]
@@ -102,13 +118,13 @@ def test_readme_cli_commands_on_the_demo_cache(tmp_path, capsys):
 
 
 def _readme_pipeline_commands() -> list[str]:
-    return [c for block in code_blocks(readme()) for c in commands(block)
+    return [c for block in doc_blocks() for c in commands(block)
             if re.match(r"^(\.venv/bin/)?python -m pipelines\.", c.split("&&")[-1].strip())]
 
 
 @pytest.mark.parametrize("command", _readme_pipeline_commands())
 def test_readme_pipeline_commands_parse(command):
-    """Every pipeline command in README names a real module, its flags exist, and the
+    """Every pipeline command in the docs names a real module, its flags exist, and the
     rest are Beam options."""
     module, argv = pipeline_argv(command)
     parser = importlib.import_module(module).build_parser()
@@ -119,7 +135,7 @@ def test_readme_pipeline_commands_parse(command):
 
 
 def test_readme_library_pipeline_example_runs(tmp_path):
-    [source] = [block for block in code_blocks(readme()) if block.startswith("# my_pipeline.py")]
+    [source] = [block for block in doc_blocks() if block.startswith("# my_pipeline.py")]
     script = tmp_path / "my_pipeline.py"
     script.write_text(source)
     from _support import jpeg
@@ -130,7 +146,7 @@ def test_readme_library_pipeline_example_runs(tmp_path):
         image.write_bytes(jpeg(i))
         lines.append(f"{image}\t{label}\ta caption {i}")
     (tmp_path / "labels.tsv").write_text("\n".join(lines) + "\n")
-    [command] = [c for block in code_blocks(readme()) for c in commands(block)
+    [command] = [c for block in doc_blocks() for c in commands(block)
                  if c.startswith("python my_pipeline.py") and "FnApiRunner" in c]
     argv = shlex.split(command)[2:]
     argv = _with_flag(_with_flag(argv, "--input", str(tmp_path / "labels.tsv")), "--output", str(tmp_path / "cache"))

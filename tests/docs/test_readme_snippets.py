@@ -1,5 +1,6 @@
-"""Every shell and Python snippet in README runs as written, except those that need a cloud
-account or a cluster: in a folder holding the inputs they name, in README's order.
+"""Every shell and Python snippet in README and docs/ runs as written, except those that need a
+cloud account or a cluster: in a folder holding the inputs they name, in the docs' order
+(README first, then docs/ by name).
 
 Placeholders are filled in as a reader would: `PATH` is a cache, `BUCKET` and the S3
 endpoint are the test's S3 server's, `/mnt/nvme/shard_cache` is a folder of the test's.
@@ -25,7 +26,7 @@ import pytest
 from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value, read_metadata
 
 from _support import jpeg, png
-from test_readme import commands, readme
+from test_readme import commands, docs
 from test_tfrecord import make_tfds_folder, row, write as write_tfrecord
 
 pytestmark = pytest.mark.slow
@@ -33,12 +34,12 @@ pytestmark = pytest.mark.slow
 # What a snippet names that only a cloud account or a cluster provides.
 ELSEWHERE = ("gs://", "DataflowRunner", "FlinkRunner")
 # Covered elsewhere: the two commands README starts with (CI runs them, test_readme runs the
-# job) and the fast test loop (this suite).
+# job), installs of extras and the test loops (this suite).
 COVERED = ("pip install", "-m pytest")
 TIMEOUT = 600
 
 PRELUDES = {
-    # The fragment that shows on_bad="skip" continues README's my_pipeline.py.
+    # The fragment that shows on_bad="skip" continues the guide's my_pipeline.py.
     'on_bad="skip"': """
         import argparse
         import apache_beam as beam
@@ -71,12 +72,13 @@ PRELUDES = {
 
 @dataclasses.dataclass(frozen=True)
 class Snippet:
+    doc: str
     block: int
     language: str
     text: str
 
     def __str__(self) -> str:
-        return f"block {self.block} ({self.language}): {self.text.splitlines()[0][:60]}"
+        return f"{self.doc} block {self.block} ({self.language}): {self.text.splitlines()[0][:60]}"
 
     @property
     def elsewhere(self) -> bool:
@@ -88,15 +90,15 @@ class Snippet:
 
 
 def snippets() -> list[Snippet]:
-    """Each shell command (continuations joined) and each Python block of README, in order."""
-    text = readme()
+    """Each shell command (continuations joined) and each Python block of every doc, in order."""
     found = []
-    for number, match in enumerate(re.finditer(r"^```([a-z]*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)):
-        language, body = match.groups()
-        if language == "sh":
-            found += [Snippet(number, "sh", command) for command in commands(body)]
-        elif language == "python":
-            found.append(Snippet(number, "python", body))
+    for doc, text in docs():
+        for number, match in enumerate(re.finditer(r"^```([a-z]*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)):
+            language, body = match.groups()
+            if language == "sh":
+                found += [Snippet(doc, number, "sh", command) for command in commands(body)]
+            elif language == "python":
+                found.append(Snippet(doc, number, "python", body))
     return found
 
 
@@ -115,7 +117,7 @@ def test_every_readme_snippet_is_run_or_needs_a_cloud_account():
 
 
 def _workspace(root) -> None:
-    """The inputs README's snippets name, under `root`."""
+    """The inputs the docs' snippets name, under `root`."""
     from pipelines import demo
 
     demo.run(["--output", str(root / "demo_cache"), "--num_examples", "40", "--image_size", "16", "--progress", "0"])
@@ -154,7 +156,7 @@ def _workspace(root) -> None:
     (root / "img1.jpg").write_bytes(jpeg(1))
     (root / "labels.tsv").write_text("".join(f"img{i % 2}.jpg\t{['cat', 'dog'][i % 2]}\tcaption {i}\n"
                                              for i in range(1500)))
-    os.symlink(sys.prefix, root / ".venv")  # README's commands run from a checkout holding .venv
+    os.symlink(sys.prefix, root / ".venv")  # the docs' commands run from a checkout holding .venv
 
 
 def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, str]) -> None:
@@ -184,11 +186,12 @@ def test_readme_snippets_run_as_written(tmp_path):
     substitutions = {" PATH ": " ./demo_cache "}
     for snippet in _runnable(on_s3=False):
         _run(snippet, tmp_path, _env(tmp_path), substitutions)
-    # What the snippets wrote is what README says they write.
+    # What the snippets wrote is what the docs say they write.
     assert read_metadata(str(tmp_path / "caches" / "imagenet-train")).num_rows == 6
     assert ShardedDataset(str(tmp_path / "caches" / "chat"))[3]["messages"][1] == {"role": "assistant", "content": "a3"}
     assert [row["n"] for row in ShardedDataset(str(tmp_path / "caches" / "saved-train"))] == [1, 2]
     assert len(ShardedDataset(str(tmp_path / "cache"))) == 1500
+    assert len(ShardedDataset(str(tmp_path / "my_cache"))) == 6
     assert (tmp_path / "grid.png").exists()
 
 
