@@ -3,7 +3,7 @@ folder Hugging Face's `Dataset.save_to_disk` wrote.
 
 Images stored as a struct of `bytes` and `path` (the Hugging Face layout) become Image
 columns; the Hugging Face features in the file's metadata (class names included) are
-used when present (`beam_shards.features.hf` maps them), and otherwise features follow
+used when present (`beam_shards.hf` maps them), and otherwise features follow
 the Arrow types, structs and lists included. `--label_column` makes a column of class
 names or ids a ClassLabel of the classes in all rows. Files are split by
 row group, so many workers share one large file, and a row group is read in record
@@ -27,9 +27,10 @@ import pyarrow.parquet as pq
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
 from beam_shards.features.base import NUMERIC_DTYPES
-from beam_shards.features.hf import HF_METADATA_KEY, from_hf_dict, storage_schema
+from beam_shards.features.schema import HF_METADATA_KEY
 from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
+from beam_shards.hf import from_hf_dict, hf_storage_schema
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular
@@ -95,7 +96,7 @@ def _feature_of_type(arrow_type: pa.DataType, nullable: bool) -> Feature | None:
 
 def infer_features(schema: pa.Schema, columns: Sequence[str] | None = None) -> Features:
     """Features for a Parquet schema (only `columns` of it, in that order, when given):
-    its Hugging Face features where they map (`beam_shards.features.hf`), Arrow types elsewhere.
+    its Hugging Face features where they map (`beam_shards.hf`), Arrow types elsewhere.
 
     Raises:
       FeatureError: a column of a type no feature holds.
@@ -190,7 +191,7 @@ class _ReadArrowStreamFn(beam.DoFn):
         first = 0
         with fs.open_read(path) as handle:
             for whole in pa.ipc.open_stream(handle):
-                table = pa.Table.from_batches([whole]).cast(storage_schema(whole.schema)).select(list(self._features))
+                table = pa.Table.from_batches([whole]).cast(hf_storage_schema(whole.schema)).select(list(self._features))
                 for start in range(0, table.num_rows, self._batch_size):
                     batch = table.slice(start, self._batch_size).combine_chunks().to_batches()[0]
                     where = Where(path, first, f"{path}, rows {first} to {first + batch.num_rows - 1}")
