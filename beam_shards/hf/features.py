@@ -78,7 +78,7 @@ def from_hf_dict(spec: Any) -> Features:
         raise FeatureError(f"Hugging Face features must be a non-empty dict of columns; got {short_repr(spec)}")
     depth = json_depth(dict(spec))
     if depth > MAX_DEPTH:
-        raise FeatureError(f"Hugging Face features nested {depth} levels deep; at most {MAX_DEPTH} are read")
+        raise FeatureError(f"Hugging Face features nested {depth:,} levels deep; at most {MAX_DEPTH} are read")
     columns = {name: _feature(item, name) for name, item in spec.items()}
     return _built("", "features", lambda: Features(columns))
 
