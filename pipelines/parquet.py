@@ -3,7 +3,7 @@ folder Hugging Face's `Dataset.save_to_disk` wrote.
 
 Images stored as a struct of `bytes` and `path` (the Hugging Face layout) become Image
 columns; the Hugging Face features in the file's metadata (class names included) are
-used when present (`beam_shards.features.hf` maps them), and otherwise features follow
+used when present (`beam_shards.hf` maps them), and otherwise features follow
 the Arrow types, structs and lists included. `--label_column` makes a column of class
 names or ids a ClassLabel of the classes in all rows. Files are split by
 row group, so many workers share one large file, and a row group is read in record
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
 from beam_shards.features.base import NUMERIC_DTYPES
-from beam_shards.features.hf import HF_METADATA_KEY, from_hf_dict, storage_schema
 from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
+from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular
@@ -93,38 +93,36 @@ def _feature_of_type(arrow_type: pa.DataType, nullable: bool) -> Feature | None:
     return None
 
 
-def infer_features(schema: pa.Schema, columns: Sequence[str] | None = None) -> Features:
+def infer_features(schema: pa.Schema, columns: Sequence[str] | None = None, where: str = "a Parquet file") -> Features:
     """Features for a Parquet schema (only `columns` of it, in that order, when given):
-    its Hugging Face features where they map (`beam_shards.features.hf`), Arrow types elsewhere.
+    its Hugging Face features where they map (`beam_shards.hf`), Arrow types elsewhere.
+    Hugging Face metadata that is malformed, nested too deep or has no equal here is left
+    out with a warning naming the file `where` and what was wrong.
 
     Raises:
       FeatureError: a column of a type no feature holds.
     """
-    hf = hf_features_of(schema.metadata)
+    try:
+        hf = hf_features_of(schema.metadata, where)
+    except FeatureError as error:
+        warnings.warn(f"{error}; its columns follow their Arrow types", stacklevel=2)
+        hf = {}
     features = {}
     for field in (schema.field(name) for name in columns) if columns else schema:
-        features[field.name] = _from_hf(field.name, hf) or feature_from_arrow(field.name, field.type, field.nullable)
+        features[field.name] = (_from_hf(field.name, hf, where)
+                                or feature_from_arrow(field.name, field.type, field.nullable))
     return Features(features)
 
 
-def hf_features_of(metadata: Mapping[bytes, bytes] | None) -> Mapping[str, Any]:
-    """The Hugging Face features (dict form) an Arrow schema's metadata holds, or none."""
-    if not metadata or HF_METADATA_KEY not in metadata:
-        return {}
-    try:
-        features = json.loads(metadata[HF_METADATA_KEY]).get("info", {}).get("features", {})
-    except (ValueError, AttributeError):
-        return {}
-    return features if isinstance(features, Mapping) else {}
-
-
-def _from_hf(name: str, hf: Mapping[str, Any]) -> Feature | None:
-    """Our equal of the Hugging Face feature of column `name`, or None (no such feature, or no equal)."""
+def _from_hf(name: str, hf: Mapping[str, Any], where: str) -> Feature | None:
+    """Our equal of the Hugging Face feature of column `name`, or None (no such feature, or none
+    that maps: a warning says why)."""
     if name not in hf:
         return None
     try:
         return from_hf_dict({name: hf[name]})[name]
-    except FeatureError:
+    except FeatureError as error:
+        warnings.warn(f"{where}: {error}; the column follows its Arrow type", stacklevel=3)
         return None
 
 
@@ -190,7 +188,7 @@ class _ReadArrowStreamFn(beam.DoFn):
         first = 0
         with fs.open_read(path) as handle:
             for whole in pa.ipc.open_stream(handle):
-                table = pa.Table.from_batches([whole]).cast(storage_schema(whole.schema)).select(list(self._features))
+                table = pa.Table.from_batches([whole]).cast(hf_storage_schema(whole.schema)).select(list(self._features))
                 for start in range(0, table.num_rows, self._batch_size):
                     batch = table.slice(start, self._batch_size).combine_chunks().to_batches()[0]
                     where = Where(path, first, f"{path}, rows {first} to {first + batch.num_rows - 1}")
@@ -241,28 +239,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def saved_dataset(folder: str) -> tuple[list[str], Mapping[str, Any]] | None:
-    """The Arrow files and Hugging Face features (dict form) of a folder `Dataset.save_to_disk`
-    wrote; None when `folder` is not one.
-
-    Raises:
-      FeatureError: a `DatasetDict` folder (one split's folder is an input), or a
-        folder whose state or info names no files or features.
-    """
-    if fs.exists(fs.join(folder, "dataset_dict.json")):
-        splits = json.loads(fs.read_bytes(fs.join(folder, "dataset_dict.json"))).get("splits", [])
-        raise FeatureError(f"a DatasetDict folder (splits {', '.join(map(str, splits))}): give one split's folder, "
-                           f"like {fs.join(folder, str(splits[0]) if splits else 'train')}")
-    if not fs.exists(fs.join(folder, "state.json")):
-        return None
-    state = json.loads(fs.read_bytes(fs.join(folder, "state.json")))
-    info = json.loads(fs.read_bytes(fs.join(folder, "dataset_info.json")))
-    files = [fs.join(folder, entry["filename"]) for entry in state.get("_data_files", [])]
-    if not files or not isinstance(info.get("features"), Mapping):
-        raise FeatureError("its state.json names no data files, or its dataset_info.json no features")
-    return files, info["features"]
-
-
 def _column_values(files: list[str], name: str, saved: Any) -> list[Any]:
     """Every value of column `name` in `files` (Parquet, or the Arrow streams of a saved dataset)."""
     values: list[Any] = []
@@ -310,7 +286,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
             parser.error(f"cannot read the Parquet schema of {files[0]}: {error}")
         _check_columns(parser, args.columns, schema.names)
         try:
-            features = infer_features(schema, args.columns)
+            features = infer_features(schema, args.columns, files[0])
         except FeatureError as error:
             parser.error(f"cannot infer the features of {files[0]}: {error}")
     if args.label_column:

@@ -15,7 +15,7 @@ PIPELINES = PACKAGE.parent / "pipelines"
 FLOORS = {
     "_version": 0, "errors": 0, "display": 0, "progress": 0, "units": 0,
     "storage": 1, "features": 2, "format": 3, "shards": 4, "versions": 5,
-    "read": 6, "write": 6, "beam": 7, "hf": 7, "cli": 8,
+    "write": 6, "hf": 7, "beam": 7, "read": 8, "cli": 9,
 }
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.display import short_repr
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, Invalid, arrow_family, cast_numbers,
                                        cast_safely, check_nullable, kind, list_lengths, list_offsets, null_mask,
@@ -20,6 +21,8 @@ from beam_shards.features.columns import numpy_values, with_nulls
 _EXACT_INT_IN_FLOAT64 = 2**53
 # An Arrow fixed-size list's length is an int32.
 _MAX_ROW_VALUES = (1 << 31) - 1
+# Hugging Face's ArrayND types go up to Array5D.
+_MAX_HF_DIMENSIONS = 5
 
 
 @kind
@@ -75,6 +78,26 @@ class Array(Feature):
         if len(self.shape) == 1:  # HF's List(Value(dtype)), of a fixed length unless it varies
             return pa.list_(self._item_type(), -1 if self.variable else self.shape[0])
         return self.arrow_type()
+
+    # Hugging Face's ArrayND; a one-dimensional Array is its List of numbers (`Sequence` maps it back).
+    hf_keys = {f"Array{n}D": frozenset({"shape", "dtype"}) for n in range(2, _MAX_HF_DIMENSIONS + 1)}
+
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        if len(self.shape) == 1:
+            item = {"dtype": self.dtype, "_type": "Value"}
+            return {"feature": item, "_type": "List", **({} if self.variable else {"length": self.shape[0]})}
+        if len(self.shape) > _MAX_HF_DIMENSIONS:
+            raise FeatureError(f"column {where!r}: {self!r} has no equal in Hugging Face datasets "
+                               f"(Array{_MAX_HF_DIMENSIONS}D at most)")
+        return {"shape": list(self.shape), "dtype": self.dtype, "_type": f"Array{len(self.shape)}D"}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Array:
+        shape, dimensions = spec["shape"], int(spec["_type"][len("Array"):-len("D")])
+        if not isinstance(shape, (list, tuple)) or len(shape) != dimensions:
+            raise FeatureError(f"a Hugging Face {spec['_type']} needs a shape of {dimensions} dimensions; "
+                               f"got {short_repr(shape)}")
+        return cls(tuple(shape), spec["dtype"], nullable=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Array", "shape": list(self.shape), "dtype": self.dtype, "nullable": self.nullable}

@@ -2,7 +2,8 @@
 
 A kind (in its own module) says how a value is checked and encoded, which Arrow type
 holds it, how its column decodes back (`decode`), how a value reads for people
-(`describe`), which file paths a value names (`map_paths`), and its JSON form. This
+(`describe`), which file paths a value names (`map_paths`), its JSON form, and its
+Hugging Face form (`hf_type`, `to_hf_form`, `from_hf_form`, which `beam_shards.hf` maps). This
 module holds what the kinds have in common: the registry `feature_from_dict` builds
 kinds from (`@kind`), and the internal `Invalid` error that `Features` turns into an
 `EncodeError`.
@@ -57,6 +58,33 @@ class Feature:
         (images, audio, arrays of two dimensions or more) keep `arrow_type()`, and so do
         binary values, whose 64-bit offsets let one value pass 2 GiB."""
         return self.arrow_type()
+
+    # The Hugging Face feature types this kind is the equal of (the `_type` of their dict form,
+    # as `datasets.Features.to_dict()` gives it), each with the keys of that form it reads
+    # besides `_type` and `id`; `beam_shards.hf` refuses a form with any other key set.
+    hf_keys: ClassVar[Mapping[str, frozenset[str]]] = {}
+    # The key of those forms that holds an inner feature, which `beam_shards.hf` maps first.
+    hf_item: ClassVar[str | None] = None
+
+    def to_hf_form(self, where: str) -> Any:
+        """The equal Hugging Face feature in its dict form; `where` names this feature in errors.
+
+        Raises:
+          FeatureError: it has no equal in Hugging Face datasets.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Feature:
+        """The feature equal to the Hugging Face feature `spec` (a dict form of a type `hf_keys`
+        names, its keys checked), nullable as every Hugging Face column is; `item` is the inner
+        feature `spec[hf_item]` maps to.
+
+        Raises:
+          FeatureError: it has no equal here. KeyError, TypeError, ValueError: `spec` is malformed
+            (`beam_shards.hf` names its column).
+        """
+        raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -200,6 +228,11 @@ def kind(cls: type[Feature]) -> type[Feature]:
     """Class decorator: makes `cls` a feature kind that `feature_from_dict` builds from its JSON form."""
     _KINDS[cls.__name__] = cls
     return cls
+
+
+def feature_kinds() -> tuple[type[Feature], ...]:
+    """Every feature kind (`@kind`)."""
+    return tuple(_KINDS.values())
 
 
 def feature_from_dict(spec: Mapping[str, Any]) -> Feature:

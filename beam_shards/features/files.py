@@ -43,6 +43,13 @@ class _EncodedFile(Feature):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._nullable_repr().lstrip(', ')})"
 
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        return {"_type": type(self).__name__}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Feature:
+        return cls(nullable=True)
+
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         if isinstance(value, str):
             return change(value)
@@ -141,6 +148,8 @@ class Image(_EncodedFile):
     decoding the pixels.
     """
 
+    hf_keys = {"Image": frozenset({"decode"})}  # decoding is the reader's choice here (`image_mode`)
+
     def check_bytes(self, data: bytes) -> None:
         image_check.sniff_format(data)
 
@@ -187,6 +196,7 @@ class Image(_EncodedFile):
 class Video(_EncodedFile):
     """An encoded video, stored as its file bytes: give the bytes or a path/URI."""
 
+    hf_keys = {"Video": frozenset({"decode"})}
     _expected = "expected video bytes or a path"
 
     def check_bytes(self, data: bytes) -> None:
@@ -218,6 +228,15 @@ class Audio(_EncodedFile):
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Audio", "sampling_rate": self.sampling_rate, "nullable": self.nullable}
+
+    hf_keys = {"Audio": frozenset({"sampling_rate", "decode"})}
+
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        return {"sampling_rate": self.sampling_rate, "_type": "Audio"}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Audio:
+        return cls(spec.get("sampling_rate"), nullable=True)
 
     def __repr__(self) -> str:
         rate = "" if self.sampling_rate is None else f"sampling_rate={self.sampling_rate}"

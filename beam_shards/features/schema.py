@@ -22,6 +22,9 @@ from beam_shards.errors import EncodeError, FeatureError
 from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
+# Where Hugging Face datasets keeps its features in an Arrow schema's metadata, as JSON
+# {"info": {"features": <their dict form>}}; its arrow loader reads them from there.
+HF_METADATA_KEY = b"huggingface"
 # How shards store columns: "large" (formats 1 to 3: 64-bit offsets, fields non-null where
 # their feature is) or "hf" (format 4 on: the types Hugging Face datasets stores the equal
 # features in, `Feature.hf_type`, so HF's arrow loader, Polars and DuckDB read the
@@ -103,16 +106,28 @@ class Features(Mapping[str, Feature]):
         """A sha256 hex digest of the canonical JSON: stable across processes and versions."""
         return hashlib.sha256(self.to_json().encode("ascii")).hexdigest()
 
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The equal Hugging Face features in their dict form (`datasets.Features.from_dict` takes
+        it), each kind giving its own (`Feature.to_hf_form`).
+
+        Raises:
+          FeatureError: a feature with no equal in Hugging Face datasets, naming its column.
+        """
+        return {name: feature.to_hf_form(name) for name, feature in self._items}
+
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema; its metadata holds this JSON, so each shard describes itself, and
-        the equal Hugging Face features (`beam_shards.features.hf`), which HF's own arrow
+        the equal Hugging Face features (when every feature has one), which HF's own arrow
         loader takes for every column stored as HF stores it."""
         if self._schema is None:
-            from beam_shards.features.hf import hf_schema_metadata  # it builds on this module
-
             fields = [pa.field(name, f.arrow_type(), nullable=f.nullable) for name, f in self._features.items()]
-            self._schema = pa.schema(fields, metadata={SCHEMA_METADATA_KEY: self.to_json().encode("ascii"),
-                                                       **hf_schema_metadata(self)})
+            metadata = {SCHEMA_METADATA_KEY: self.to_json().encode("ascii")}
+            try:
+                hf = {"info": {"features": self.to_hf_dict()}}
+                metadata[HF_METADATA_KEY] = json.dumps(hf, separators=(",", ":")).encode("utf-8")
+            except FeatureError:
+                pass
+            self._schema = pa.schema(fields, metadata=metadata)
         return self._schema
 
     def storage_schema(self, column_types: str) -> pa.Schema:

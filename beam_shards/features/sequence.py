@@ -8,10 +8,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_shards.display import clip
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (Feature, Invalid, check_nullable, feature_from_dict, kind, list_lengths,
-                                       list_offsets, null_mask, restore_nulls, row_of)
+from beam_shards.features.array import Array
+from beam_shards.features.base import (NUMERIC_DTYPES, Feature, Invalid, check_nullable, feature_from_dict, kind,
+                                       list_lengths, list_offsets, null_mask, restore_nulls, row_of)
 from beam_shards.features.columns import with_nulls
+from beam_shards.features.value import Value
 
 
 @kind
@@ -29,6 +32,24 @@ class Sequence(Feature):
 
     def hf_type(self) -> pa.DataType:
         return pa.list_(self.feature.hf_type())
+
+    hf_keys = {"List": frozenset({"feature", "length"}), "Sequence": frozenset({"feature", "length"}),
+               "LargeList": frozenset({"feature"})}
+    hf_item = "feature"
+
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        return {"feature": self.feature.to_hf_form(f"{where}[]"), "_type": "List"}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Feature:
+        """A Sequence, or for a list of a fixed length of numbers an Array of that length."""
+        length = spec.get("length", -1)
+        if length in (-1, None):
+            return cls(item, nullable=True)
+        if isinstance(item, Value) and item.dtype in NUMERIC_DTYPES:
+            return Array((length,), item.dtype, nullable=True)
+        raise FeatureError(f"a Hugging Face list of {clip(repr(length))} {item!r} items has no equal here "
+                           "(fixed lengths are kept for numbers only)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Sequence", "feature": self.feature.to_dict(), "nullable": self.nullable}

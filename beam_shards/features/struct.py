@@ -55,6 +55,10 @@ class Struct(Feature):
     def hf_type(self) -> pa.DataType:
         return pa.struct([pa.field(name, feature.hf_type()) for name, feature in self.fields.items()])
 
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        """A dict of the fields' forms: Hugging Face's record (`beam_shards.hf` maps one back)."""
+        return {name: feature.to_hf_form(f"{where}.{name}") for name, feature in self.fields.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Struct", "fields": {name: f.to_dict() for name, f in self.fields.items()},
                 "nullable": self.nullable}

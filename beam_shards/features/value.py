@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_shards.display import clip, short_repr
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
                                        Invalid, arrow_family, cast_numbers, cast_safely, check_nullable, kind)
@@ -24,6 +25,8 @@ _LARGE = {"large_string": "string", "large_binary": "binary"}
 _UNIT = re.compile(r"^(time32|time64|duration)\[(s|ms|us|ns)\]$")
 _TIMESTAMP = re.compile(r"^timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]$")
 _DECIMAL = re.compile(r"^(decimal128|decimal256)\((\d+), ?(-?\d+)\)$")
+# ClassLabel(num_classes=n) goes to Hugging Face as n names "0".."n-1": past this, too many to list.
+_MAX_HF_CLASSES = 1_000_000
 
 
 def temporal_type(dtype: str) -> pa.DataType | None:
@@ -89,6 +92,18 @@ class Value(Feature):
     def hf_type(self) -> pa.DataType:
         # Binary values keep 64-bit offsets, as file columns do: one value may pass 2 GiB.
         return pa.string() if self.dtype == "string" else self.arrow_type()
+
+    hf_keys = {"Value": frozenset({"dtype"})}
+
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        return {"dtype": self.dtype, "_type": "Value"}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Value:
+        try:
+            return cls(spec["dtype"], nullable=True)
+        except FeatureError:
+            raise FeatureError(f"Hugging Face Value({clip(repr(spec['dtype']))}) has no equal here") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Value", "dtype": self.dtype, "nullable": self.nullable}
@@ -235,6 +250,25 @@ class ClassLabel(Feature):
 
     def arrow_type(self) -> pa.DataType:
         return pa.int64()
+
+    hf_keys = {"ClassLabel": frozenset({"names", "num_classes"})}
+
+    def to_hf_form(self, where: str) -> dict[str, Any]:
+        if self.names is None and self.num_classes > _MAX_HF_CLASSES:
+            raise FeatureError(f"column {where!r}: Hugging Face's ClassLabel keeps a name per class; "
+                               f"{self.num_classes:,} classes have no equal there")
+        return {"names": list(self.names or map(str, range(self.num_classes))), "_type": "ClassLabel"}
+
+    @classmethod
+    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> ClassLabel:
+        names, count = spec.get("names"), spec.get("num_classes")
+        if names is None:
+            if count is None:
+                raise FeatureError("a Hugging Face ClassLabel with neither names nor num_classes")
+            return cls(num_classes=count, nullable=True)
+        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+            raise FeatureError(f"Hugging Face ClassLabel names must be a list of strings; got {short_repr(names)}")
+        return cls(names=names, nullable=True)
 
     def _describe(self, value: int, limit: int) -> str:
         return f"{value} ({self.int2str(value)})" if 0 <= value < self.num_classes else f"{value} (out of range)"

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct
-from beam_shards.features.hf import hf_array_storage, to_hf_dict
 from beam_shards.features.decode import check_image_mode
+from beam_shards.hf.to_datasets import hf_dataset
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
 from beam_shards.read.indexing import check_index, check_indices, check_slice
@@ -139,7 +139,7 @@ class ShardedDataset:
 
     def to_hf(self) -> Any:
         """These rows (this view's, of its columns) as a Hugging Face `datasets.Dataset` whose
-        features are the equals of these (`beam_shards.features.hf`).
+        features are the equals of these (`beam_shards.hf.features`).
 
         The shards are read memory-mapped, and columns Hugging Face stores as this cache
         does are not copied: all but binary, Image, Audio, Video and ArrayND columns in a
@@ -153,24 +153,15 @@ class ShardedDataset:
           ImportError: Hugging Face datasets is not installed (pip install 'beam_shards[hf]').
           FeatureError: a feature with no equal in Hugging Face datasets.
         """
-        import datasets
-        from datasets.table import InMemoryTable, table_cast
+        def read() -> pa.Table:
+            indices = self._indices
+            if isinstance(indices, range) and indices.step == 1:
+                table = self._backend.slice(indices.start, len(indices))
+            else:
+                table = self._backend.take(np.asarray(indices, dtype=np.int64))
+            return table.select(list(self._columns))
 
-        hf = datasets.Features.from_dict(to_hf_dict(Features({name: self._features[name] for name in self._columns})))
-        indices = self._indices
-        if isinstance(indices, range) and indices.step == 1:
-            table = self._backend.slice(indices.start, len(indices))
-        else:
-            table = self._backend.take(np.asarray(indices, dtype=np.int64))
-        table = table.select(list(self._columns)).replace_schema_metadata(None)
-        for index, name in enumerate(table.column_names):
-            feature, target = self._features[name], hf.arrow_schema.field(name).type
-            if isinstance(feature, Array) and isinstance(target, pa.ExtensionType):
-                column = table.column(index).combine_chunks()
-                table = table.set_column(index, name, pa.ExtensionArray.from_storage(
-                    target, hf_array_storage(column, feature).cast(target.storage_type)))
-        return datasets.Dataset(InMemoryTable(table_cast(table, hf.arrow_schema)),
-                                info=datasets.DatasetInfo(features=hf))
+        return hf_dataset(Features({name: self._features[name] for name in self._columns}), read)
 
     def _global(self, positions: np.ndarray) -> np.ndarray:
         if isinstance(self._indices, range):

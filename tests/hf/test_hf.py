@@ -20,7 +20,6 @@ from datasets.table import InMemoryTable, table_cast
 
 from beam_shards import (Array, FeatureError, Features, Sequence, ShardedDataset, Struct, Value, from_hf,
                          from_hf_features, read_metadata, shard_paths, to_hf_features, write_shards)
-from beam_shards.features import hf as hf_mapping
 
 from _support import png
 
@@ -158,7 +157,7 @@ def test_a_feature_with_no_equal_is_refused_naming_its_column(feature, words):
 
 def test_an_array_of_six_dimensions_has_no_hf_equal():
     with pytest.raises(FeatureError, match="column 'a': .*Array5D at most"):
-        hf_mapping.to_hf_dict(Features({"a": Array((1,) * 6, "int8")}))
+        to_hf_features(Features({"a": Array((1,) * 6, "int8")}))
 
 
 def test_a_dataset_dict_is_written_split_by_split(tmp_path):

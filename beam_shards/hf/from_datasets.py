@@ -1,50 +1,18 @@
-"""Hugging Face datasets in and out: `from_hf` writes a `datasets.Dataset` (or each split of a
-`DatasetDict`) as a cache, `to_hf_features` / `from_hf_features` map features both ways
-(the table is in `beam_shards.features.hf`), and `ShardedDataset.to_hf()` reads a cache
-back as a `datasets.Dataset`. Hugging Face datasets is imported only when these run
-(`pip install 'beam_shards[hf]'`).
-"""
+"""A Hugging Face `datasets.Dataset` (or each split of a `DatasetDict`) written as a cache."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from beam_shards.features import Features
-from beam_shards.features.hf import from_hf_dict, storage_schema, to_hf_dict
 from beam_shards.format.manifest import Manifest
+from beam_shards.hf.features import from_hf_features
 from beam_shards.storage import fs
 from beam_shards.write import write_shards
 
 _BATCH_ROWS = 1000
-
-
-def to_hf_features(features: Features) -> Any:
-    """The Hugging Face `datasets.Features` equal to `features`.
-
-    Example:
-        >>> from beam_shards import Features, Sequence, Struct, Value
-        >>> to_hf_features(Features({"m": Sequence(Struct({"role": Value("string")}))}))
-        {'m': List({'role': Value('string')})}
-
-    Raises:
-      FeatureError: a feature with no equal in Hugging Face datasets, naming it.
-    """
-    import datasets
-
-    return datasets.Features.from_dict(to_hf_dict(features))
-
-
-def from_hf_features(features: Any) -> Features:
-    """Our `Features` equal to Hugging Face `datasets.Features` (or their `to_dict()` form).
-
-    Raises:
-      FeatureError: a Hugging Face feature with no equal here, naming its column.
-    """
-    return from_hf_dict(features if isinstance(features, Mapping) and not hasattr(features, "to_dict")
-                        else features.to_dict())
 
 
 def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[str, Manifest]:
@@ -88,4 +56,25 @@ def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[st
 def _batches(dataset: Any) -> Iterator[pa.Table]:
     """The dataset's rows as Arrow tables, Hugging Face's extension arrays as their storage."""
     for table in dataset.with_format("arrow").iter(batch_size=_BATCH_ROWS):
-        yield table.cast(storage_schema(table.schema))
+        yield table.cast(hf_storage_schema(table.schema))
+
+
+def hf_storage_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with every extension type in it (Hugging Face's ArrayND) replaced by its storage
+    type, which the features here check and cast."""
+    return pa.schema([field.with_type(_storage_type(field.type)) for field in schema], metadata=schema.metadata)
+
+
+def _storage_type(arrow_type: pa.DataType) -> pa.DataType:
+    if isinstance(arrow_type, pa.ExtensionType):
+        return _storage_type(arrow_type.storage_type)
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([arrow_type.field(i).with_type(_storage_type(arrow_type.field(i).type))
+                          for i in range(arrow_type.num_fields)])
+    if pa.types.is_fixed_size_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)), arrow_type.list_size)
+    if pa.types.is_large_list(arrow_type):
+        return pa.large_list(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
+    if pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_storage_type(arrow_type.value_type)))
+    return arrow_type
