@@ -33,6 +33,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from beam_shards.beam import counters
 from beam_shards.beam.noise import quiet_beam
 from beam_shards.beam.sink import WriteToArrowShards
+from beam_shards.progress import Tally, Watch
 from beam_shards.display import human_size
 from beam_shards.errors import BeamShardsError, EncodeError, FeatureError, best_effort
 from beam_shards.features import Features
@@ -46,7 +47,6 @@ from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs, write_bad_inputs
 from beam_shards.versions.commit import abandon, find_published
 from pipelines.runners import local_output_problem, unknown_runner_problem, workers_on_this_machine
-from pipelines.watch import Tally, Watch
 from pipelines.where import Where
 
 DEFAULT_RUNNER = "FnApiRunner"
@@ -224,7 +224,7 @@ class _CheckFn(beam.DoFn):
     """Turns `(where, example)` pairs into what the sink takes: an input that could not be
     parsed fails the pipeline or goes to the bad output; `Rows` that fit the features go
     on encoded (else their rows one by one); examples go on as they are, for the sink to
-    encode once. With a `tally` folder, the rows read are counted there (`watch.Tally`)."""
+    encode once. With a `tally` folder, the rows read are counted there (`progress.Tally`)."""
 
     def __init__(self, features: Features, skip_bad: bool, tally: str | None = None):
         self._features = features
@@ -284,7 +284,7 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     holds part of one. With `args.skip_bad`, inputs that cannot be parsed and examples
     the sink refuses (its dead letters, `on_bad="skip"`) are left out and listed beside
     the cache once it is published. `write_id` is the sink's (a fresh one by default);
-    `tally` a local folder where the rows read are counted for a `watch.Watch`.
+    `tally` a local folder where the rows read are counted for a `progress.Watch`.
     Returns the PCollection holding the published `Manifest`.
     """
     checked = examples | "Check" >> beam.ParDo(_CheckFn(features, args.skip_bad, tally)).with_outputs(

@@ -24,8 +24,9 @@ from beam_shards import (Array, ClassLabel, Features, Image, Sequence, ShardedDa
                          shard_paths)
 from beam_shards.errors import FeatureError
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
+from beam_shards import progress
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular, watch, where
+from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular, where
 
 from _support import jpeg, options, png
 
@@ -215,7 +216,7 @@ def test_demo_writes_a_cache(tmp_path, capsys):
 def test_progress_counts_every_row_whichever_worker_reads_it(tmp_path, monkeypatch, runner):
     watches = []
 
-    class Recorded(watch.Watch):
+    class Recorded(progress.Watch):
         def __enter__(self):
             watches.append(self)
             return super().__enter__()
@@ -884,7 +885,7 @@ def test_the_report_says_one_row_in_the_singular(tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    for module in (watch, where, common):
+    for module in (progress, where, common):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
