@@ -25,9 +25,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_shards.features import ClassLabel, Features, Image, Value
+from beam_shards import ClassLabel, Features, Image, Manifest, Value
 from beam_shards.format.layout import MANIFEST_NAME
-from beam_shards.format.manifest import Manifest
 from beam_shards.storage import folders, fs
 from pipelines import common
 from pipelines.where import Where

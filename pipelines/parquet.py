@@ -24,12 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
+from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
+                         Value, Video)
 from beam_shards.features.base import NUMERIC_DTYPES
 from beam_shards.features.hf import HF_METADATA_KEY, from_hf_dict, storage_schema
 from beam_shards.features.value import temporal_type
-from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular

@@ -20,9 +20,8 @@ from typing import Any, BinaryIO
 
 import apache_beam as beam
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value
-from beam_shards.format.manifest import Manifest
+from beam_shards import (ClassLabel, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature,
+                         Struct, Value)
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common

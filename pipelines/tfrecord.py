@@ -24,9 +24,8 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Value, image_check
-from beam_shards.format.manifest import Manifest
+from beam_shards import Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Value
+from beam_shards.features import image_check
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
