@@ -3,6 +3,7 @@
 - `flags`: the flags every pipeline takes (`make_parser`, `parse_args`: every flag a
   pipeline does not know goes to Beam's `PipelineOptions`) and the inputs they name
   (`input_files`, `input_uri`, `load_features`).
+- `inference`: the features to convert with, given (`--features`) or inferred.
 - `bad_inputs`: `Malformed`, which a reader yields for an input it cannot parse, and
   `BadInputError`, which such an input raises without `--skip_bad`.
 - `write`: `write_cache`, which checks `(where, example)` pairs (an example may be `Rows`
@@ -19,11 +20,13 @@ its order (input file, then position), and every error names the input by it
 
 from pipelines.bad_inputs import BadInputError, Malformed
 from pipelines.flags import IMAGE_EXTENSIONS, input_files, input_uri, load_features, make_parser, parse_args
+from pipelines.inference import class_label_of_values, given_features, infer_from_rows, inferring
 from pipelines.report import report
 from pipelines.running import main, run_pipeline, run_script
 from pipelines.write import Rows, write_cache
 
 __all__ = [
-    "BadInputError", "IMAGE_EXTENSIONS", "Malformed", "Rows", "input_files", "input_uri", "load_features", "main",
-    "make_parser", "parse_args", "report", "run_pipeline", "run_script", "write_cache",
+    "BadInputError", "IMAGE_EXTENSIONS", "Malformed", "Rows", "class_label_of_values", "given_features",
+    "infer_from_rows", "inferring", "input_files", "input_uri", "load_features", "main", "make_parser", "parse_args",
+    "report", "run_pipeline", "run_script", "write_cache",
 ]

@@ -28,7 +28,7 @@ FLOORS = {
 PIPELINE_FLOORS = {
     "where": 0, "runners": 0, "report": 0, "tf_example": 0,
     "bad_inputs": 1, "flags": 1, "tfds": 1,
-    "write": 2,
+    "write": 2, "inference": 2,
     "running": 3,
     "common": 4,
     "tabular": 5, "tfrecord_io": 5, "image_folder": 5, "demo": 5,
