@@ -2,8 +2,8 @@
 
 A pipeline module builds its parser with `make_parser` (adding its own flags) and reads
 the command line with `parse_args`: every flag it does not know goes to Beam's
-`PipelineOptions`, but only when Beam takes it; any other is refused, naming the
-nearest known flag. `input_files` and `load_features` read
+`PipelineOptions`, but only when Beam (or the runner `--runner` names) takes it; any
+other is refused, naming the nearest known flag. `input_files` and `load_features` read
 what `--input` and `--features` name.
 """
 
@@ -78,8 +78,21 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace,
                                                                                      PipelineOptions]:
-    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default)."""
+    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default).
+
+    The runner is resolved first: a runner named by its dotted path is imported, so the
+    flags of the options its module defines (DaskRunner's `--dask_client_address`, say)
+    are taken like Beam's own.
+    """
     args, beam_args = parser.parse_known_args(argv)
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        # Beam's own default, the DirectRunner, would start (and may download) Prism.
+        standard.runner = DEFAULT_RUNNER
+    problem = unknown_runner_problem(options)
+    if problem:
+        parser.error(problem)
     unknown = [arg.split("=", 1)[0] for arg in beam_args if arg.startswith("-") and arg.split("=", 1)[0]
                not in _beam_flags()]
     if unknown:
@@ -88,28 +101,29 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
         parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
                                                                " (not a flag of this pipeline or of Beam)"))
     args.compression = None if args.compression == "none" else args.compression
-    options = PipelineOptions(beam_args)
-    standard = options.view_as(StandardOptions)
-    if standard.runner is None:
-        # Beam's own default, the DirectRunner, would start (and may download) Prism.
-        standard.runner = DEFAULT_RUNNER
-    problem = unknown_runner_problem(options) or local_output_problem(args.output, options)
+    problem = local_output_problem(args.output, options)
     if problem:
         parser.error(problem)
     return args, options
 
 
-@functools.cache
 def _beam_flags() -> frozenset[str]:
-    """Every flag Beam's PipelineOptions (and each of its option groups) takes."""
-    parser = argparse.ArgumentParser(allow_abbrev=False, conflict_handler="resolve")
+    """Every flag Beam's PipelineOptions takes: its own option groups', and those of every
+    subclass imported so far (a dotted runner's module may define some)."""
     groups, seen = [PipelineOptions], set()
     while groups:
         group = groups.pop()
         if group not in seen:
             seen.add(group)
-            group._add_argparse_args(parser)
             groups.extend(group.__subclasses__())
+    return _flags_of(frozenset(seen))
+
+
+@functools.cache
+def _flags_of(groups: frozenset[type[PipelineOptions]]) -> frozenset[str]:
+    parser = argparse.ArgumentParser(allow_abbrev=False, conflict_handler="resolve")
+    for group in groups:
+        group._add_argparse_args(parser)
     return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
 
