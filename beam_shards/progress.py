@@ -15,6 +15,7 @@ seconds, lists what the write has staged so far, and prints
 Staged files are those of the bundles and of the merge, so a merged row is counted in
 both until the publish. Workers on other machines (Dataflow, a remote cluster) cannot
 reach the folder: the pipelines watch only runs whose workers are all on this machine.
+Every line is made `printable`: a path cannot rewrite the terminal.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 import uuid
 from typing import Callable, TextIO
 
-from beam_shards.display import human_size
+from beam_shards.display import human_size, printable
 from beam_shards.format.layout import CacheLayout
 from beam_shards.storage import folders
 
@@ -37,8 +38,8 @@ _WRITE_EVERY = 1.0  # seconds between a tally's writes
 
 
 def rate_line(label: str, count: int, unit: str, seconds: float) -> str:
-    """`label: N unit, R unit/s`, for `count` done in `seconds`."""
-    return f"{label}: {count:,} {unit}, {count / max(seconds, 1e-9):,.0f} {unit}/s"
+    """`label: N unit, R unit/s`, for `count` done in `seconds`, made printable."""
+    return printable(f"{label}: {count:,} {unit}, {count / max(seconds, 1e-9):,.0f} {unit}/s")
 
 
 class Progress:
@@ -83,7 +84,7 @@ class Progress:
         elapsed = time.monotonic() - self._start
         text = rate_line(self._label, self.count, self._unit, elapsed)
         if extra:
-            text += f", {extra}"
+            text += f", {printable(extra)}"
         if final:
             text += f", done in {max(elapsed, 1e-9):.1f}s"
         print(text, file=self._stream, flush=True)

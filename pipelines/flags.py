@@ -23,6 +23,7 @@ from beam_shards import FeatureError, Features
 from beam_shards.format.manifest import COMPRESSIONS, MODES
 from beam_shards.shards.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.storage import folders, fs
+from beam_shards.terminal import ArgumentParser
 from beam_shards.units import count_flag, duration_flag, size_flag
 from pipelines.runners import local_output_problem, unknown_runner_problem
 
@@ -43,7 +44,7 @@ with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 
 def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
     """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=f"python -m pipelines.{name}", description=description, epilog=_RUNNER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     output_help = "the cache folder to write (local, gs://, s3://...)"

@@ -7,8 +7,8 @@ from beam_shards.display import human_size
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
 
 
-def report(manifest: Manifest, seconds: float | None = None) -> str:
-    """What a pipeline prints when done (in `seconds`): where the cache is and how to open it."""
+def report(manifest: Manifest, seconds: float | None = None) -> list[str]:
+    """The lines a pipeline prints when done (in `seconds`): where the cache is and how to open it."""
     path = manifest.path
     rows = "row" if manifest.num_rows == 1 else "rows"
     lines = [f"Wrote {manifest.num_rows:,} {rows} in {manifest.num_shards} shard(s), "
@@ -18,7 +18,7 @@ def report(manifest: Manifest, seconds: float | None = None) -> str:
     skipped = read_bad_inputs(path)
     if skipped:
         lines.append(f"Skipped {len(skipped)} bad input(s), listed in {bad_inputs_path(path)}")
-    lines += [
+    return lines + [
         "Look at it:",
         f"  beam-shards info {path}",
         f"  beam-shards log {path}",
@@ -27,4 +27,3 @@ def report(manifest: Manifest, seconds: float | None = None) -> str:
         "  from beam_shards import ShardedDataset",
         f"  ds = ShardedDataset({path!r}); print(len(ds), ds[0])",
     ]
-    return "\n".join(lines)

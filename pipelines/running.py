@@ -23,6 +23,7 @@ from beam_shards import BeamShardsError, EncodeError, Features, Manifest, abando
 from beam_shards.beam.noise import quiet_beam
 from beam_shards.errors import best_effort
 from beam_shards.progress import Watch
+from beam_shards.terminal import print_error, say
 from beam_shards.versions.commit import find_published
 from pipelines.bad_inputs import BadInputError
 from pipelines.report import report
@@ -30,6 +31,7 @@ from pipelines.runners import workers_on_this_machine
 from pipelines.write import write_cache
 
 _WORKER_ERROR = re.compile(r"^(?:pipelines|beam_shards)\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
+_SKIP_BAD_HINT = "(add --skip_bad to skip bad inputs and list them beside the cache)"
 
 
 def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
@@ -77,16 +79,14 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
             raise
         name, message = found[-1]
         return _print_error(message, name in (BadInputError.__name__, EncodeError.__name__), verbose)
-    print(report(manifest, time.monotonic() - start))
+    say(*report(manifest, time.monotonic() - start))
     return 0
 
 
 def _print_error(message: str, bad_input: bool, verbose: bool) -> int:
     if verbose:
         traceback.print_exc()
-    print(f"error: {message}", file=sys.stderr)
-    if bad_input:
-        print("(add --skip_bad to skip bad inputs and list them beside the cache)", file=sys.stderr)
+    print_error("error", message, *([_SKIP_BAD_HINT] if bad_input else []))
     return 1
 
 

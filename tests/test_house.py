@@ -20,7 +20,7 @@ PIPELINES = PACKAGE.parent / "pipelines"
 # Each part of the package may import only parts of a lower floor (or its own).
 FLOORS = {
     "_version": 0, "errors": 0, "display": 0, "units": 0,
-    "storage": 1, "features": 2, "format": 3, "shards": 4, "progress": 4, "versions": 5,
+    "storage": 1, "terminal": 1, "features": 2, "format": 3, "shards": 4, "progress": 4, "versions": 5,
     "read": 6, "write": 6, "beam": 7, "hf": 7, "cli": 8,
 }
 # The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,
