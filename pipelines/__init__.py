@@ -4,6 +4,9 @@
 - `image_folder`: one sub-folder per class, as ImageNet is laid out.
 - `jsonl`, `csv`: one row per example, image paths relative to the manifest file.
 - `parquet`: re-shards Parquet files, such as Hugging Face hub exports.
+- `tfrecord`: TFRecord files of `tf.train.Example`, or a prepared TensorFlow Datasets folder.
+
+What they share is named in `pipelines.common`.
 """
 
 from beam_shards.beam.noise import drop_known_noise

@@ -19,8 +19,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from beam_shards.features import Array, ClassLabel, Features, Image, Value
-from beam_shards.format.manifest import Manifest
+from beam_shards import Array, ClassLabel, Features, Image, Manifest, Value
 from beam_shards.units import count_flag
 from pipelines import common
 from pipelines.where import Where

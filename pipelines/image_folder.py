@@ -25,10 +25,10 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_shards.features import ClassLabel, Features, Image, Value
+from beam_shards import ClassLabel, Features, Image, Manifest, Value
 from beam_shards.format.layout import MANIFEST_NAME
-from beam_shards.format.manifest import Manifest
 from beam_shards.storage import folders, fs
+from beam_shards.terminal import say
 from pipelines import common
 from pipelines.where import Where
 
@@ -161,8 +161,8 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         parser.error(str(error))
     left_out = left_out_classes(root, names, extensions)
     if left_out:
-        print("left out of the classes: " + "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items())),
-              file=sys.stderr)
+        say("left out of the classes: " + "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items())),
+            file=sys.stderr)
     names = [name for name in names if name not in left_out]
     if not names:
         parser.error(f"no class folder of {args.input} holds a {', '.join(sorted(extensions))} file")

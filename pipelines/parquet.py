@@ -24,11 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
+from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
+                         Value, Video)
 from beam_shards.features.base import NUMERIC_DTYPES
 from beam_shards.features.value import temporal_type
-from beam_shards.format.manifest import Manifest
 from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
@@ -266,10 +265,8 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     except (FeatureError, OSError, ValueError) as error:
         parser.error(f"--input {args.input}: {error}")
     files = saved[0] if saved else common.input_files(parser, args.input)
-    if args.features:
-        if args.label_column:
-            parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
-        features = common.load_features(parser, args.features)
+    features = common.given_features(parser, args)
+    if features is not None:
         _check_columns(parser, args.columns, list(features))
         if args.columns:
             features = Features({name: features[name] for name in args.columns})
@@ -285,16 +282,14 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         except (OSError, pa.ArrowInvalid) as error:
             parser.error(f"cannot read the Parquet schema of {files[0]}: {error}")
         _check_columns(parser, args.columns, schema.names)
-        try:
+        with common.inferring(parser, files):
             features = infer_features(schema, args.columns, files[0])
-        except FeatureError as error:
-            parser.error(f"cannot infer the features of {files[0]}: {error}")
     if args.label_column:
         if args.label_column not in features:
             parser.error(f"--label_column: no column {args.label_column!r} (there are: {', '.join(features)})")
         try:
-            label = tabular.class_label_of_values(args.label_column, _column_values(files, args.label_column, saved),
-                                                  features[args.label_column].nullable)
+            label = common.class_label_of_values(args.label_column, _column_values(files, args.label_column, saved),
+                                                 features[args.label_column].nullable)
         except FeatureError as error:
             parser.error(str(error))
         features = Features({**features, args.label_column: label})

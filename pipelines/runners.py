@@ -39,7 +39,9 @@ def runner_name(options: PipelineOptions) -> str:
 def unknown_runner_problem(options: PipelineOptions) -> str | None:
     """Why `--runner` names no runner Beam knows (with the nearest one), or None when it does.
 
-    A dotted name is a runner class (a user's own, say), imported here to check it.
+    A dotted name is a runner class (a user's own, or one Beam does not name, like its
+    DaskRunner), imported here to check it; so the options its module defines are known
+    once this returns None.
     """
     runner = options.view_as(StandardOptions).runner
     if not isinstance(runner, str):

@@ -10,9 +10,9 @@ paths, not images); the rows are then spread out, so images are read in parallel
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import io
-import itertools
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,9 +20,7 @@ from typing import Any, BinaryIO
 
 import apache_beam as beam
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value
-from beam_shards.format.manifest import Manifest
+from beam_shards import Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct, Value
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common
@@ -33,8 +31,6 @@ from pipelines.where import Where
 ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
 ToExample = Callable[[Any, Features], dict[str, Any]]
 DEFAULT_IMAGE_COLUMN = "image"
-# num_classes = the largest id + 1 must fit the int64 that ClassLabel ids are stored in.
-_MAX_CLASS_ID = 2**63 - 1
 
 
 class TabularFormat:
@@ -179,24 +175,10 @@ def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[st
         if column in image_columns:
             features[column] = Image(nullable=nullable)
         elif column == label_column:
-            features[column] = class_label_of_values(column, label_values, nullable)
+            features[column] = common.class_label_of_values(column, label_values, nullable)
         else:
             features[column] = infer_feature(column, values)
     return Features(features)
-
-
-def class_label_of_values(column: str, values: Iterable[Any], nullable: bool) -> ClassLabel:
-    present = {value for value in values if value is not None}
-    if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
-        if min(present) < 0:
-            raise FeatureError(f"label column {column!r} holds a negative class id {min(present)}")
-        if max(present) >= _MAX_CLASS_ID:
-            raise FeatureError(f"label column {column!r} holds class id {max(present)}; ids must be below "
-                               f"{_MAX_CLASS_ID} (they are stored as int64)")
-        return ClassLabel(num_classes=max(present) + 1, nullable=nullable)
-    if not present or not all(isinstance(value, str) for value in present):
-        raise FeatureError(f"label column {column!r} must hold class names (strings) or class ids (ints)")
-    return ClassLabel(names=sorted(present), nullable=nullable)
 
 
 def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
@@ -296,20 +278,12 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
     """Runs the index-file pipeline of `tabular` with command-line flags `argv`."""
     args, options = common.parse_args(parser, argv)
     files = common.input_files(parser, args.input)
-    if args.features:
-        if args.label_column:
-            parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
-        features = common.load_features(parser, args.features)
-    else:
-        # --image_column '' names none; without the flag, `image` if it holds image paths.
-        image_columns = None if args.image_column is None else [name for name in args.image_column if name]
-        try:
-            labels = [row.get(args.label_column) for row in _parsed_rows(tabular, files)] if args.label_column else []
-            first = list(itertools.islice(_parsed_rows(tabular, files), args.infer_rows))
-            features = infer_features(first, image_columns=image_columns, label_column=args.label_column,
-                                      label_values=labels)
-        except FeatureError as error:
-            parser.error(f"cannot infer the features of {files[0]}: {error}")
+    # --image_column '' names none; without the flag, `image` if it holds image paths.
+    image_columns = None if args.image_column is None else [name for name in args.image_column if name]
+    features = common.infer_from_rows(
+        parser, args, files, rows=functools.partial(_parsed_rows, tabular, files), label=dict.get,
+        infer=lambda first, labels: infer_features(first, image_columns=image_columns, label_column=args.label_column,
+                                                   label_values=labels))
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
         return (pipeline

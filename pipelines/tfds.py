@@ -20,7 +20,7 @@ import reprlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from beam_shards.errors import FeatureError
+from beam_shards import FeatureError
 from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
                                   Sequence as SequenceFeature, Value)
 from beam_shards.format.manifest import MAX_DEPTH, json_depth

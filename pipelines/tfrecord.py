@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -24,13 +23,12 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 
-from beam_shards.errors import FeatureError
-from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Value, image_check
-from beam_shards.format.manifest import Manifest
+from beam_shards import Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Value
+from beam_shards.features import image_check
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
-from pipelines import common, tabular, tf_example, tfds, tfrecord_io
+from pipelines import common, tf_example, tfds, tfrecord_io
 from pipelines.where import Where
 
 # --- inference from the first records ------------------------------------------------
@@ -108,7 +106,7 @@ def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]]
             lengths = {len(values) for _, values in present}
             if not lengths <= {0, 1}:
                 raise FeatureError(f"label feature {name!r} holds more than one value in a record")
-            features[name] = tabular.class_label_of_values(name, label_values, nullable or 0 in lengths)
+            features[name] = common.class_label_of_values(name, label_values, nullable or 0 in lengths)
         else:
             features[name] = _infer_feature(name, present, nullable)
     return Features(features)
@@ -132,7 +130,9 @@ def _records(files: Sequence[str], compression: str) -> Iterator[dict[str, tuple
                 continue
 
 
-def _label_value(kind: str | None, values: list[Any]) -> Any:
+def _label_value(record: Mapping[str, tuple[str | None, list[Any]]], name: str) -> Any:
+    """The value of feature `name` of a record (as `tf_example.inspect` gives it), None where it has none."""
+    kind, values = record.get(name, (None, []))
     if not values:
         return None
     value = values[0]
@@ -201,31 +201,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plain_input(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                 compression: str) -> tuple[list[str], Features | None]:
-    """The files of a file or glob `--input`, and the features inferred from them unless given."""
+                 compression: str) -> tuple[list[str], Features]:
+    """The files of a file or glob `--input`, and the features given or inferred from them."""
     if args.split:
         parser.error("--split picks the shards of a TFDS folder; --input is not one "
                      f"(no {tfds.TFDS_INFO} in it or in a version folder below it)")
-    if args.features and args.label_column:
-        parser.error("--label_column only guides inference; with --features declare the label as a ClassLabel")
     local = common.input_uri(args.input)
     if fs.is_local(local) and os.path.isdir(fs.local_path(local)):
         parser.error(f"--input {args.input} is a folder without {tfds.TFDS_INFO}: give a file or a glob, like "
                      f"{os.path.join(args.input, '*.tfrecord*')}")
     files = common.input_files(parser, args.input)
-    if args.features:
-        return files, None
     try:
-        labels = []
-        if args.label_column:
-            labels = [_label_value(*record[args.label_column]) for record in _records(files, compression)
-                      if args.label_column in record]
-        first = list(itertools.islice(_records(files, compression), args.infer_rows))
-        return files, infer_features(first, label_column=args.label_column, label_values=labels)
+        return files, common.infer_from_rows(
+            parser, args, files, rows=functools.partial(_records, files, compression), label=_label_value,
+            infer=lambda first, labels: infer_features(first, label_column=args.label_column, label_values=labels))
     except OSError as error:
         parser.error(f"cannot read {args.input}: {error}")
-    except FeatureError as error:
-        parser.error(f"cannot infer the features of {files[0]}: {error}")
 
 
 def run(argv: Sequence[str] | None = None) -> Manifest:
@@ -260,9 +251,9 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
             metadata["tfds"] = tfds.tfds_metadata(info, split, files, count, described)
         except FeatureError as error:
             parser.error(f"TFDS folder {folder}: {error}")
-    if args.features:
-        features = common.load_features(parser, args.features)
-        decoders = {name: decoder for name, decoder in decoders.items() if isinstance(features.get(name), Array)}
+        if args.features:
+            features = common.load_features(parser, args.features)
+            decoders = {name: decoder for name, decoder in decoders.items() if isinstance(features.get(name), Array)}
     try:
         tf_example.ExampleReader(features, decoders)
     except ValueError as error:

@@ -1,8 +1,14 @@
-"""The package's structure: data flows downhill between sub-packages, and no private name crosses a module."""
+"""The package's structure: data flows downhill between sub-packages, and no private name crosses a module.
+
+`pipelines/` stands above the whole package: nothing in `beam_shards` imports it, its
+modules have floors of their own, and it takes names from the package's faces, reaching
+below them only into the few modules listed in PIPELINES_REACH.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
 
 import pytest
@@ -13,9 +19,27 @@ PACKAGE = pathlib.Path(beam_shards.__file__).parent
 PIPELINES = PACKAGE.parent / "pipelines"
 # Each part of the package may import only parts of a lower floor (or its own).
 FLOORS = {
-    "_version": 0, "errors": 0, "display": 0, "progress": 0, "units": 0,
-    "storage": 1, "features": 2, "format": 3, "shards": 4, "versions": 5,
+    "_version": 0, "errors": 0, "display": 0, "units": 0,
+    "storage": 1, "terminal": 1, "features": 2, "format": 3, "shards": 4, "progress": 4, "versions": 5,
     "write": 6, "hf": 7, "beam": 7, "read": 8, "cli": 9,
+}
+# The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,
+# `common` (their face), then what reads each input format.
+PIPELINE_FLOORS = {
+    "where": 0, "runners": 0, "report": 0, "tf_example": 0,
+    "bad_inputs": 1, "flags": 1, "tfds": 1,
+    "write": 2, "inference": 2,
+    "running": 3,
+    "common": 4,
+    "tabular": 5, "tfrecord_io": 5, "image_folder": 5, "demo": 5,
+    "csv": 6, "jsonl": 6, "parquet": 6, "tfrecord": 6,
+}
+# The modules below the package's faces that pipelines/ reaches into, for names no face exports.
+PIPELINES_REACH = {
+    "beam_shards.beam.counters", "beam_shards.beam.noise", "beam_shards.features.base", "beam_shards.features.image_check", "beam_shards.features.value", "beam_shards.format.layout",
+    "beam_shards.format.manifest", "beam_shards.shards.options", "beam_shards.shards.writer",
+    "beam_shards.storage.folders", "beam_shards.storage.fs", "beam_shards.versions.bad_inputs",
+    "beam_shards.versions.commit",
 }
 
 
@@ -61,6 +85,67 @@ def test_no_private_name_is_imported_from_another_module(path):
         if module.startswith(("beam_shards", "pipelines")):
             private = [name for name in names if name.startswith("_") and name != "__version__"]
             assert not private, f"{path.name}:{line} imports private {private} from {module}"
+
+
+def _pipeline_modules() -> list[pathlib.Path]:
+    return sorted(p for p in PIPELINES.glob("*.py") if p.name != "__init__.py")
+
+
+def test_every_pipelines_module_has_a_floor():
+    names = {path.stem for path in _pipeline_modules()}
+    assert names == PIPELINE_FLOORS.keys(), f"floors to add: {names - PIPELINE_FLOORS.keys()}, " \
+                                            f"to remove: {PIPELINE_FLOORS.keys() - names}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_package_never_imports_the_pipelines(path):
+    for line, module, _ in _imports(path):
+        assert module.split(".")[0] != "pipelines", f"{path.name}:{line} imports {module}, which stands above the package"
+
+
+@pytest.mark.parametrize("path", _pipeline_modules(), ids=lambda p: p.name)
+def test_a_pipelines_module_imports_only_from_its_lower_floors(path):
+    for line, module, names in _imports(path):
+        targets = names if module == "pipelines" else [module.split(".")[1]] if module.startswith("pipelines.") else []
+        for target in targets:
+            assert PIPELINE_FLOORS[target] < PIPELINE_FLOORS[path.stem], (
+                f"{path.name}:{line} imports pipelines.{target}, not on a lower floor")
+
+
+def _is_module(name: str) -> bool:
+    """Whether a dotted name is a module or sub-package of beam_shards (`beam_shards.storage.fs`)."""
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").is_file() or path.is_dir()
+
+
+def _faces() -> dict[str, set[str]]:
+    """Each face of the package and the names it exports: `beam_shards` and every sub-package with an `__all__`."""
+    faces = {"beam_shards": set(beam_shards.__all__)}
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        package = importlib.import_module(f"beam_shards.{init.parent.name}")
+        if hasattr(package, "__all__"):
+            faces[package.__name__] = set(package.__all__)
+    return faces
+
+
+@pytest.mark.parametrize("path", sorted(PIPELINES.glob("*.py")), ids=lambda p: p.name)
+def test_pipelines_take_the_packages_names_from_its_faces(path):
+    faces = _faces()
+    exported = set().union(*faces.values())
+    for line, module, names in _imports(path):
+        if _part(module) is None and module != "beam_shards":
+            continue
+        for name in names:
+            if module in faces and name in faces[module]:
+                continue  # a name a face exports, from that face
+            target = f"{module}.{name}"
+            if not _is_module(target):
+                assert name not in exported, f"{path.name}:{line} imports {name} from {module}; take it from a face"
+                target = module
+            if target.count(".") == 1 and not (PACKAGE / _part(target)).is_dir():
+                continue  # a module beside the face, such as beam_shards.display or beam_shards.units
+            assert target in PIPELINES_REACH, (
+                f"{path.name}:{line} reaches into {target}: take what it needs from a face, or add it to PIPELINES_REACH")
 
 
 def test_the_package_face_exports_what_its_all_names():

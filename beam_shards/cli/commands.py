@@ -17,9 +17,8 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -33,6 +32,7 @@ from beam_shards.format.catalog import list_versions, read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.shards.shard_file import ShardFile
+from beam_shards.terminal import ArgumentParser, print_error, say
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.versions.compact import compact
@@ -43,11 +43,6 @@ EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 
 class UsageError(BeamShardsError):
     """A command cannot do what it was asked on this cache (exit status 2)."""
-
-
-def say(*lines: str, file: TextIO | None = None) -> None:
-    """Prints each line made `printable`: everything the commands print goes through here."""
-    print("\n".join(printable(line) for line in lines), file=file)
 
 
 # info -----------------------------------------------------------------------------
@@ -293,7 +288,7 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="beam-shards", description="Look at, check and clean a beam_shards cache (a folder with _metadata.json).",
         epilog="PATH may be local or any scheme Beam's FileSystems knows (gs://, s3://).")
     parser.add_argument("--version", action="version", version=f"beam-shards {__version__}",
@@ -379,10 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (CacheNotFoundError, UsageError) as error:
-        say(f"beam-shards: {error}", file=sys.stderr)
+        print_error("beam-shards", str(error))
         return EXIT_USAGE
     except BeamShardsError as error:
-        say(f"beam-shards: {error}", file=sys.stderr)
+        print_error("beam-shards", str(error))
         return EXIT_PROBLEM
 
 

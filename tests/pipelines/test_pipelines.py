@@ -24,8 +24,10 @@ from beam_shards import (Array, ClassLabel, Features, Image, Sequence, ShardedDa
                          shard_paths)
 from beam_shards.errors import FeatureError
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
+from beam_shards import progress
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, tabular, watch, where
+from pipelines import (bad_inputs, common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, running, tabular,
+                       where, write)
 
 from _paths import REPO
 from _support import jpeg, options, png
@@ -215,12 +217,12 @@ def test_demo_writes_a_cache(tmp_path, capsys):
 def test_progress_counts_every_row_whichever_worker_reads_it(tmp_path, monkeypatch, runner):
     watches = []
 
-    class Recorded(watch.Watch):
+    class Recorded(progress.Watch):
         def __enter__(self):
             watches.append(self)
             return super().__enter__()
 
-    monkeypatch.setattr(common, "Watch", Recorded)
+    monkeypatch.setattr(running, "Watch", Recorded)
     demo.run(["--output", str(tmp_path / "demo"), "--num_examples", "900", "--image_size", "8", *runner])
     [seen] = watches
     assert seen.rows == 900 and seen.seconds > 0
@@ -228,13 +230,13 @@ def test_progress_counts_every_row_whichever_worker_reads_it(tmp_path, monkeypat
 
 
 def test_no_progress_is_counted_when_the_workers_run_elsewhere(monkeypatch):
-    monkeypatch.setattr(common, "workers_on_this_machine", lambda options: False)
+    monkeypatch.setattr(running, "workers_on_this_machine", lambda options: False)
     seen = []
-    monkeypatch.setattr(common, "write_cache", lambda *args: seen.append(args[-1]))
-    monkeypatch.setattr(common.beam, "Pipeline", lambda options: contextlib.nullcontext())
+    monkeypatch.setattr(running, "write_cache", lambda *args: seen.append(args[-1]))
+    monkeypatch.setattr(running.beam, "Pipeline", lambda options: contextlib.nullcontext())
     parser = common.make_parser("x", "test")
     args, options_ = common.parse_args(parser, ["--output", "gs://b/o", "--runner=DataflowRunner"])
-    monkeypatch.setattr(common, "find_published", lambda *args: "manifest")
+    monkeypatch.setattr(running, "find_published", lambda *args: "manifest")
     assert common.run_pipeline(options_, args, lambda p: None, None, {}) == "manifest"
     assert seen == [None]
 
@@ -884,7 +886,7 @@ def test_the_report_says_one_row_in_the_singular(tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    for module in (watch, where, common):
+    for module in (progress, where, bad_inputs, write):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 

@@ -1,0 +1,156 @@
+"""The flags every pipeline takes, and the inputs they name.
+
+A pipeline module builds its parser with `make_parser` (adding its own flags) and reads
+the command line with `parse_args`: every flag it does not know goes to Beam's
+`PipelineOptions`, but only when Beam (or the runner `--runner` names) takes it; any
+other is refused, naming the nearest known flag. `input_files` and `load_features` read
+what `--input` and `--features` name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import difflib
+import functools
+import json
+import os
+from collections.abc import Sequence
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from beam_shards import FeatureError, Features
+from beam_shards.format.manifest import COMPRESSIONS, MODES
+from beam_shards.shards.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from beam_shards.storage import folders, fs
+from beam_shards.terminal import ArgumentParser
+from beam_shards.units import count_flag, duration_flag, size_flag
+from pipelines.runners import local_output_problem, unknown_runner_problem
+
+DEFAULT_RUNNER = "FnApiRunner"
+# The file extensions of images, as the pipelines recognise them in paths (lower case).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+
+_RUNNER_HELP = """\
+Every other flag goes to Beam's PipelineOptions. Without --runner the pipeline runs
+locally on the FnApiRunner (add --direct_num_workers=N --direct_running_mode=multi_processing
+to use N processes). The same command runs on Dataflow or Flink with their flags, e.g.
+  --runner=DataflowRunner --project=PROJECT --region=REGION --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
+  --runner=FlinkRunner --flink_master=HOST:PORT --environment_type=LOOPBACK
+A local --output needs every worker on this machine (a local runner, or LOOPBACK);
+with workers elsewhere write to a shared location such as gs://BUCKET/cache.
+"""
+
+
+def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
+    parser = ArgumentParser(
+        prog=f"python -m pipelines.{name}", description=description, epilog=_RUNNER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    output_help = "the cache folder to write (local, gs://, s3://...)"
+    if default_output is None:
+        parser.add_argument("--output", required=True, help=output_help)
+    else:
+        parser.add_argument("--output", default=default_output, help=f"{output_help}; default {default_output}")
+    parser.add_argument("--shard_size", type=size_flag, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
+                        help="target size of a shard on disk, like 64MB or 1GiB (default 128MiB)")
+    parser.add_argument("--batch_size", type=count_flag, default=DEFAULT_BATCH_SIZE, metavar="ROWS",
+                        help=f"rows per Arrow record batch at most (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument("--compression", choices=[str(c).lower() for c in COMPRESSIONS], default="none",
+                        help="shard compression; none (the default) lets readers memory-map shards with no copy")
+    parser.add_argument("--mode", choices=MODES, default="overwrite",
+                        help="overwrite (default): publish a version of these rows alone; append: the latest "
+                             "version's rows plus these; error: refuse an --output that already holds a cache")
+    parser.add_argument("--no_deterministic", dest="deterministic", action="store_false",
+                        help="write rows in the order bundles finish (faster) instead of input order; by default "
+                             "the same input gives the same rows, order and shard bytes on any runner")
+    parser.add_argument("--allow_empty", action="store_true",
+                        help="publish a version of no rows when the input holds none, instead of failing")
+    parser.add_argument("--progress", type=duration_flag, default=datetime.timedelta(seconds=5), metavar="SECONDS",
+                        help="seconds between progress lines when the workers run on this machine (default 5s; "
+                             "0 for none)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Beam's log, and the traceback above an error")
+    parser.add_argument("--skip_bad", action="store_true",
+                        help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
+                             "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace,
+                                                                                     PipelineOptions]:
+    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default).
+
+    The runner is resolved first: a runner named by its dotted path is imported, so the
+    flags of the options its module defines (DaskRunner's `--dask_client_address`, say)
+    are taken like Beam's own.
+    """
+    args, beam_args = parser.parse_known_args(argv)
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner is None:
+        # Beam's own default, the DirectRunner, would start (and may download) Prism.
+        standard.runner = DEFAULT_RUNNER
+    problem = unknown_runner_problem(options)
+    if problem:
+        parser.error(problem)
+    unknown = [arg.split("=", 1)[0] for arg in beam_args if arg.startswith("-") and arg.split("=", 1)[0]
+               not in _beam_flags()]
+    if unknown:
+        known = [flag for action in parser._actions for flag in action.option_strings] + sorted(_beam_flags())
+        nearest = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+        parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
+                                                               " (not a flag of this pipeline or of Beam)"))
+    args.compression = None if args.compression == "none" else args.compression
+    problem = local_output_problem(args.output, options)
+    if problem:
+        parser.error(problem)
+    return args, options
+
+
+def _beam_flags() -> frozenset[str]:
+    """Every flag Beam's PipelineOptions takes: its own option groups', and those of every
+    subclass imported so far (a dotted runner's module may define some)."""
+    groups, seen = [PipelineOptions], set()
+    while groups:
+        group = groups.pop()
+        if group not in seen:
+            seen.add(group)
+            groups.extend(group.__subclasses__())
+    return _flags_of(frozenset(seen))
+
+
+@functools.cache
+def _flags_of(groups: frozenset[type[PipelineOptions]]) -> frozenset[str]:
+    parser = argparse.ArgumentParser(allow_abbrev=False, conflict_handler="resolve")
+    for group in groups:
+        group._add_argparse_args(parser)
+    return frozenset(flag for action in parser._actions for flag in action.option_strings)
+
+
+def load_features(parser: argparse.ArgumentParser, path: str) -> Features:
+    """The features in a JSON file (as `Features.to_dict` writes); exits with a message if invalid."""
+    try:
+        return Features.from_json(fs.read_bytes(path).decode("utf-8"))
+    except FileNotFoundError:
+        parser.error(f"--features: {path} does not exist")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, FeatureError) as error:
+        parser.error(f"--features: {path} is not a valid features file ({error}); "
+                     "write it with json.dump(features.to_dict(), file)")
+
+
+def input_uri(path: str) -> str:
+    """A path or pattern workers can use: local paths (file:// ones too) made absolute, other URIs as they are."""
+    return os.path.abspath(fs.local_path(path)) if fs.is_local(path) else path
+
+
+def input_files(parser: argparse.ArgumentParser, pattern: str) -> list[str]:
+    """The files matching `--input` (a path or glob, local or a URI), sorted; exits with a message when none does."""
+    uri = input_uri(pattern)
+    if fs.is_local(uri) and os.path.isdir(fs.local_path(uri)):
+        parser.error(f"--input {pattern} is a folder; give a file or a glob of files, like {fs.join(pattern, '*')}")
+    files = sorted(path for path in folders.list_files([uri])
+                   if not (fs.is_local(path) and os.path.isdir(fs.local_path(path))))
+    if not files:
+        parser.error(f"--input: no file matches {pattern}")
+    return files
