@@ -12,11 +12,12 @@ only file names and row ranges go through Beam's shuffles, never the examples:
   rows share a chunk; any other key is a chunk of its own (a staged shard a row: give
   position keys to large writes). Chunk names sort as their keys do, so in a run the
   rows of a chunk are contiguous: the run reports `(chunk, (run shard, first row, rows))`.
+- Runs and chunks are written by a `bundles.BundleWriter` each.
 - rank: every chunk name is listed once and sorted (one small list, a side input), so
   each chunk knows its place in the whole write.
 - chunks: the row ranges are grouped by chunk; each chunk's rows are read from the runs
   holding them, sorted by key (ties by the row's values) and written with one
-  `ShardWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
+  `BundleWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
   Memory: one run while writing runs, one chunk while writing chunks.
 - merge: the tagged shards, sorted by order, are planned into bins that keep that order
   (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
@@ -44,10 +45,8 @@ import pyarrow as pa
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
-from beam_shards.beam.bundles import WriteBundleFn, write_id_or_fallback
-from beam_shards.beam.merging import MergeBinFn
+from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
 from beam_shards.display import short_repr
-from beam_shards.errors import EncodeError
 from beam_shards.features import Features, Value
 from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.options import WriterOptions, WrittenShard
@@ -152,21 +151,33 @@ def _rough_nbytes(example: Any) -> int:
     return 8
 
 
-class WriteRunsFn(WriteBundleFn):
+class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
-    `(chunk, (run shard, first row, rows))` for each chunk of each run shard."""
+    `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
+    letters of `on_bad="skip"` tagged `BAD_TAG`."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
-        super().__init__(path, run_features(features), run_options(options), write_id, on_bad)
+        self._path = path
+        self._features = run_features(features)
+        self._options = run_options(options)
+        self._given_write_id = write_id
+        self._skip = on_bad == "skip"
         self._chunk_rows = CHUNK_BATCHES * options.batch_size
         self._run_bytes = run_bytes or RUN_BYTES
+        self._counters = WriteCounters()
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+        self._runs = BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
 
     def start_bundle(self) -> None:
-        super().start_bundle()
         self._pairs: list[tuple[Any, Any]] = []
         self._pending_bytes = 0
-        self._dropped = False
+
+    def teardown(self) -> None:
+        if hasattr(self, "_runs"):
+            self._runs.discard()
 
     def process(self, element: Any, write_id: Any):
         if self._write_id is None:
@@ -183,26 +194,24 @@ class WriteRunsFn(WriteBundleFn):
             windowed = window.GlobalWindows.windowed_value(value)
             yield TaggedOutput(output.tag, windowed) if isinstance(output, TaggedOutput) else windowed
 
-    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
-        self._dropped = True
-        super()._skip_bad({k: v for k, v in example.items() if k != KEY_COLUMN} if isinstance(example, dict)
-                          else example, key, error)
-
     def _write_run(self) -> Iterator[Any]:
         """Sorts the buffered pairs and writes them as one run: its dead letters, then its pieces."""
-        pairs, self._pairs, self._pending_bytes, self._dropped = self._pairs, [], 0, False
+        pairs, self._pairs, self._pending_bytes = self._pairs, [], 0
         if not pairs:
             return
         pairs = _sorted(pairs, key=operator.itemgetter(0))
+        self._runs.start(self._write_id)
+        dropped = False
         for key, example in pairs:
-            yield from super().process((key, _with_key(example, key, self._features)))
-        shards = []
-        for output in super().finish_bundle():
-            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
-                yield TaggedOutput(output.tag, output.value.value)
-            else:
-                shards.append(output.value[1])
-        if self._dropped:  # rows were left out: which, the runs' own key columns say
+            self._runs.add(_with_key(example, key, self._features), key)
+            for letter in self._counters.skipped(self._runs.take_letters()):
+                dropped = True
+                yield TaggedOutput(BAD_TAG, letter)
+        shards = self._runs.finish()
+        for letter in self._counters.skipped(self._runs.take_letters()):
+            dropped = True
+            yield TaggedOutput(BAD_TAG, letter)
+        if dropped:  # rows were left out: which, the runs' own key columns say
             chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
                                                                                                   self._options)]
         else:
@@ -273,16 +282,16 @@ def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options:
 
 
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn, path: str, features: Features, options: WriterOptions,
-                       overhead: int, bad_tag: str) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection]:
-    """The deterministic write's steps: `(merged shards tagged with their order, dead letters, staged shards)`.
+                       write_chunk: WriteChunkFn) -> tuple[Any, beam.PCollection]:
+    """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
+    holds the dead letters and `written` the chunks' shards tagged with their order.
 
     `write_runs` takes the pairs with the write id as a side input and yields
-    `(chunk, piece)` (and dead letters tagged `bad_tag`); `write_chunk` takes
+    `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
     `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
     `(write id, shard, order)`.
     """
-    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(bad_tag, main="pieces")
+    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(BAD_TAG, main="pieces")
     chunk_ranks = (runs.pieces
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()
@@ -291,27 +300,29 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
                | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks)))
-    staged = (written
-              | "PairShards" >> beam.Map(lambda item: (None, item))
-              | "GroupShards" >> beam.GroupByKey())
-    merged = (staged
-              | "PlanMerge" >> beam.FlatMap(lambda kv: plan_ordered_bins(kv[1], options, overhead))
-              | "SpreadBins" >> beam.Reshuffle()
-              | "MergeBins" >> beam.ParDo(MergeBinFn(path, features, options))
-              | "PairMerged" >> beam.Map(lambda item: (None, item))
-              | "GroupMerged" >> beam.GroupByKey()
-              | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
-    return merged, runs[bad_tag], staged
+    return runs, written
 
 
-class WriteChunkFn(WriteBundleFn):
+class WriteChunkFn(beam.DoFn):
     """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
     sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
-        super().__init__(path, features, options, write_id)
+        self._path = path
+        self._features = features
+        self._options = options
+        self._given_write_id = write_id
         self._runs = run_features(features)
         self._run_options = run_options(options)
+        self._counters = WriteCounters()
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+        self._chunk = BundleWriter(self._path, self._features, self._options)
+
+    def teardown(self) -> None:
+        if hasattr(self, "_chunk"):
+            self._chunk.discard()
 
     def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
         chunk, pieces = element
@@ -320,9 +331,10 @@ class WriteChunkFn(WriteBundleFn):
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
         table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options) for piece in pieces]))
         rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
-        self.start_bundle()
-        super().process(EncodedRows(rows))
+        self._chunk.start(self._write_id)
+        self._chunk.add(EncodedRows(rows), None)
+        shards = self._chunk.finish()
+        self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, output in enumerate(self.finish_bundle() or ()):
-            write_id_, shard = output.value
-            yield write_id_, shard, (rank, index)
+        for index, shard in enumerate(shards):
+            yield self._write_id, shard, (rank, index)

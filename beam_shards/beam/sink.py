@@ -30,6 +30,7 @@ in key order, so the output does not depend on bundles.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -39,7 +40,7 @@ from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import ordered
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
-from beam_shards.beam.merging import MergeBinFn
+from beam_shards.beam.merging import merge_small_shards
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
@@ -242,30 +243,18 @@ class WriteToArrowShards(beam.PTransform):
         if self._deterministic:
             write_runs = ordered.WriteRunsFn(self._path, self._features, self._options, given, self._on_bad)
             write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given)
-            merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, self._path,
-                                                             self._features, options, overhead, BAD_TAG)
-            return self._finalize(do_once, write_id, merged, staged, bad)
+            runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk)
+            plan = functools.partial(ordered.plan_ordered_bins, options=options, overhead=overhead)
+            staged, merged = merge_small_shards(written, plan, self._path, self._features, self._options)
+            return self._finalize(do_once, write_id, merged, staged, runs[BAD_TAG])
         if given is None:
             write = beam.ParDo(WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
                                AsSingleton(write_id))
         else:  # no side input: Beam's faster invoker
             write = beam.ParDo(WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
         written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
-        staged = (
-            written.shards
-            # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
-            | "Pair" >> beam.Map(lambda shard: (None, shard))
-            | "GroupShards" >> beam.GroupByKey())
-        merged = (
-            staged
-            | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
-            # Bins are spread over workers; each is merged by one DoFn call.
-            | "SpreadBins" >> beam.Reshuffle()
-            | "MergeBins" >> beam.ParDo(MergeBinFn(self._path, self._features, self._options))
-            # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
-            | "PairMerged" >> beam.Map(lambda shard: (None, shard))
-            | "GroupMerged" >> beam.GroupByKey()
-            | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
+        plan = functools.partial(_plan_merge, options=options, overhead=overhead)
+        staged, merged = merge_small_shards(written.shards, plan, self._path, self._features, self._options)
         return self._finalize(do_once, write_id, merged, staged, written[BAD_TAG])
 
     def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, merged: beam.PCollection,
