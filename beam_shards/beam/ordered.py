@@ -6,7 +6,8 @@ only file names and row ranges go through Beam's shuffles, never the examples:
 
 - runs: each bundle buffers its pairs, about `RUN_BYTES` at a time, sorts them by key
   and encodes them into staged "run" shards that carry each row's key in one more
-  column (`KEY_COLUMN`, the pickled `(key, row of its element)`). Each key belongs to a
+  column (`KEY_COLUMN`: `(key, row of its element)` in `keys`' plain encoding, never
+  pickled, so a run shard planted in the staging cannot run code). Each key belongs to a
   chunk: an int key, or a tuple key whose second item is an int (`(input file,
   position, ...)`), to `position // chunk_rows` (of its input file), so neighbouring
   rows share a chunk; any other key is a chunk of its own (a staged shard a row: give
@@ -46,7 +47,9 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
+from beam_shards.beam.keys import decode_keyed_row, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
+from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features, Value
 from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.options import WriterOptions, WrittenShard
@@ -121,7 +124,7 @@ def run_options(options: WriterOptions) -> WriterOptions:
 def _with_key(example: Any, key: Any, features: Features) -> Any:
     """`example` with the key column: a dict gets `(key, 0)`, row i of a batch `(key, i)`."""
     if isinstance(example, dict):
-        return {**example, KEY_COLUMN: pickle.dumps((key, 0), protocol=4)}
+        return {**example, KEY_COLUMN: encode_keyed_rows(key, 1)[0]}
     if isinstance(example, EncodedRows):
         table = example.table
         return EncodedRows(pa.Table.from_arrays([*table.columns, _row_keys(key, table.num_rows)],
@@ -132,7 +135,23 @@ def _with_key(example: Any, key: Any, features: Features) -> Any:
 
 
 def _row_keys(key: Any, rows: int) -> pa.Array:
-    return pa.array([pickle.dumps((key, row), protocol=4) for row in range(rows)], pa.large_binary())
+    return pa.array(encode_keyed_rows(key, rows), pa.large_binary())
+
+
+def _stored_keys(column: Iterable[bytes], where: str) -> list[tuple[Any, int]]:
+    """The `(key, row)` pairs of a key column of `where` (run shards).
+
+    Raises:
+      CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
+    """
+    pairs = []
+    for index, data in enumerate(column):
+        try:
+            pairs.append(decode_keyed_row(data))
+        except ValueError as error:
+            raise CorruptCacheError(f"row {index} of {where} holds no key a deterministic write stores: {error}; "
+                                    "the write's staging was altered (nothing was published)") from None
+    return pairs
 
 
 def _rows(example: Any) -> int:
@@ -154,7 +173,8 @@ def _rough_nbytes(example: Any) -> int:
 class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
     `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
-    letters of `on_bad="skip"` tagged `BAD_TAG`."""
+    letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
+    hold fails the bundle at once (`keys.plain_key`)."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
@@ -172,7 +192,7 @@ class WriteRunsFn(beam.DoFn):
         self._runs = BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
 
     def start_bundle(self) -> None:
-        self._pairs: list[tuple[Any, Any]] = []
+        self._pairs: list[tuple[Any, Any, Any]] = []  # (plain key, key as given, example)
         self._pending_bytes = 0
 
     def teardown(self) -> None:
@@ -182,9 +202,9 @@ class WriteRunsFn(beam.DoFn):
     def process(self, element: Any, write_id: Any):
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
-        pair = keyed(element)
-        self._pairs.append(pair)
-        self._pending_bytes += _rough_nbytes(pair[1])
+        key, example = keyed(element)
+        self._pairs.append((plain_key(key), key, example))
+        self._pending_bytes += _rough_nbytes(example)
         if self._pending_bytes >= self._run_bytes:
             yield from self._write_run()
 
@@ -202,8 +222,9 @@ class WriteRunsFn(beam.DoFn):
         pairs = _sorted(pairs, key=operator.itemgetter(0))
         self._runs.start(self._write_id)
         dropped = False
-        for key, example in pairs:
-            self._runs.add(_with_key(example, key, self._features), key)
+        for plain, key, example in pairs:
+            # Errors and dead letters name the key as given (the pipelines' keys print as the input they name).
+            self._runs.add(_with_key(example, plain, self._features), key)
             for letter in self._counters.skipped(self._runs.take_letters()):
                 dropped = True
                 yield TaggedOutput(BAD_TAG, letter)
@@ -215,7 +236,7 @@ class WriteRunsFn(beam.DoFn):
             chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
                                                                                                   self._options)]
         else:
-            chunks = [chunk_of(key, self._chunk_rows) for key, example in pairs for _ in range(_rows(example))]
+            chunks = [chunk_of(plain, self._chunk_rows) for plain, _, example in pairs for _ in range(_rows(example))]
         yield from _pieces(shards, chunks)
 
 
@@ -238,8 +259,8 @@ def _pieces(shards: list[WrittenShard], chunks: list[Any]) -> Iterator[tuple[Any
 def _read_keys(shard: WrittenShard, features: Features, options: WriterOptions) -> list[Any]:
     file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression,
                             options.column_types)
-    return [pickle.loads(key)[0] for batch in file.iter_batches(columns=[KEY_COLUMN])
-            for key in batch.column(0).to_pylist()]
+    column = (key for batch in file.iter_batches(columns=[KEY_COLUMN]) for key in batch.column(0).to_pylist())
+    return [key for key, _ in _stored_keys(column, f"run shard {shard.path}")]
 
 
 def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.Table:
@@ -262,11 +283,16 @@ def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.T
 
 def in_key_order(table: pa.Table) -> pa.Table:
     """The rows of a chunk sorted by key; rows of one key by their values, so their order does not
-    depend on the order they arrived in."""
-    keys = [pickle.loads(key) for key in table.column(KEY_COLUMN).to_pylist()]
+    depend on the order they arrived in.
+
+    Raises:
+      CorruptCacheError: a stored key does not decode (naming its row in the chunk).
+    """
+    keys = _stored_keys(table.column(KEY_COLUMN).to_pylist(), "the chunk")
     order = _sorted(range(len(keys)), key=keys.__getitem__)
     if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
         rows = table.drop_columns([KEY_COLUMN]).to_pylist()
+        # pickle.dumps only serializes the row's values into a sort key: nothing is ever unpickled.
         order = _sorted(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
     return table.take(order)
 
@@ -329,7 +355,12 @@ class WriteChunkFn(beam.DoFn):
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
-        table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options) for piece in pieces]))
+        try:
+            table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options)
+                                                   for piece in pieces]))
+        except CorruptCacheError as error:
+            runs = ", ".join(sorted({piece[0].path for piece in pieces}))
+            raise CorruptCacheError(f"chunk {chunk!r}, read from run shards {runs}: {error}") from None
         rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
         self._chunk.start(self._write_id)
         self._chunk.add(EncodedRows(rows), None)

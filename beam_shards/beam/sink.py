@@ -183,9 +183,10 @@ class WriteToArrowShards(beam.PTransform):
         input that matched nothing cannot replace a cache with an empty one.
       deterministic: write the rows in key order (the input is `(key, example)` pairs
         whose keys sort), so the same input gives the same rows, order and shard bytes
-        on any runner, bundling or number of workers (see `ordered`). Key by position,
-        an int or `(input file, position, ...)`, so neighbouring rows are written
-        together. It costs a shuffle of the examples and a copy of the shards.
+        on any runner, bundling or number of workers (see `ordered`). Keys are tuples
+        of str, int, float, bytes, bool and None (stored in a plain encoding, `keys`);
+        key by position, an int or `(input file, position, ...)`, so neighbouring rows
+        are written together. It costs a shuffle of the examples and a copy of the shards.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -201,6 +202,8 @@ class WriteToArrowShards(beam.PTransform):
       SchemaMismatchError: `mode="append"` to a cache of other features.
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
+      TypeError: when the pipeline runs, for a deterministic write's key of another type
+        than those above (names the type and the key), at its first element.
     """
 
     def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
