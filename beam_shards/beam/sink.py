@@ -41,6 +41,7 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_shards.beam import ordered
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.merging import merge_small_shards
+from beam_shards.beam.runner_limits import unsupported_runner
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
@@ -178,9 +179,10 @@ class WriteToArrowShards(beam.PTransform):
         nothing is published. "skip": it is left out and goes to the `bad` output instead
         (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
         cache holds the other examples.
-      allow_empty: publish a version of no rows when the input holds none (the
-        default); False fails the pipeline with an `EmptyWriteError` instead, so an
-        input that matched nothing cannot replace a cache with an empty one.
+      allow_empty: publish a version of no rows when the input holds none. By default
+        the pipeline fails with an `EmptyWriteError` instead, so an input that matched
+        nothing (or a runner that lost the shards) cannot replace a cache with an empty
+        one.
       deterministic: write the rows in key order (the input is `(key, example)` pairs
         whose keys sort), so the same input gives the same rows, order and shard bytes
         on any runner, bundling or number of workers (see `ordered`). Keys are tuples
@@ -197,11 +199,13 @@ class WriteToArrowShards(beam.PTransform):
 
     Raises:
       ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
-        (at construction).
+        (at construction); a runner that drops what `finish_bundle` emits (Beam's
+        DaskRunner) or an unbounded input (when applied).
       CacheExistsError: `mode="error"` and a cache is at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
+      EmptyWriteError: when the pipeline runs, for a write of no rows without `allow_empty`.
       TypeError: when the pipeline runs, for a deterministic write's key of another type
         than those above (names the type and the key), at its first element.
     """
@@ -211,7 +215,7 @@ class WriteToArrowShards(beam.PTransform):
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
-                 on_bad: str = "fail", allow_empty: bool = True, deterministic: bool = False):
+                 on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False):
         super().__init__()
         if on_bad not in ON_BAD:
             raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
@@ -236,6 +240,10 @@ class WriteToArrowShards(beam.PTransform):
         if not pcoll.is_bounded:
             raise ValueError("WriteToArrowShards publishes one cache once its input ends: it needs a bounded "
                              "PCollection (window an unbounded one into files with another sink)")
+        limitation = unsupported_runner(pcoll.pipeline)
+        if limitation:
+            raise ValueError(f"WriteToArrowShards cannot run on this runner: {limitation}; use another runner "
+                             "(FnApiRunner, Flink, Spark, Dataflow)")
         do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
         given = self._write_id
         write_id = do_once | "NewWriteId" >> beam.Map(lambda _: given or new_write_id())
