@@ -100,11 +100,17 @@ class BundleWriter:
         Raises:
           EncodeError: it does not fit (and `skip_bad` is off); the bundle is discarded, as on any error.
         """
+        writer = self._started()
         try:
-            self._writer.add(example, key)
+            writer.add(example, key)
         except BaseException:
             self.discard()
             raise
+
+    def _started(self) -> ShardWriter:
+        if self._writer is None:
+            raise RuntimeError("BundleWriter: start a bundle before adding to or finishing it")
+        return self._writer
 
     def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
         """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
@@ -120,8 +126,9 @@ class BundleWriter:
 
     def finish(self) -> list[WrittenShard]:
         """Writes what is buffered and returns the bundle's shards, all on disk."""
+        writer = self._started()
         try:
-            shards = self._writer.close()
+            shards = writer.close()
         except BaseException:
             self.discard()
             raise
