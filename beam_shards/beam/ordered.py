@@ -5,15 +5,15 @@ arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replac
 only file names and row ranges go through Beam's shuffles, never the examples:
 
 - runs: each bundle buffers its pairs, about `RUN_BYTES` at a time, sorts them by key
-  and encodes them into staged "run" shards that carry each row's key in one more
-  column (`KEY_COLUMN`: `(key, row of its element)` in `keys`' plain encoding, never
-  pickled, so a run shard planted in the staging cannot run code). Each key belongs to a
-  chunk: an int key, or a tuple key whose second item is an int (`(input file,
-  position, ...)`), to `position // chunk_rows` (of its input file), so neighbouring
-  rows share a chunk; any other key is a chunk of its own (a staged shard a row: give
-  position keys to large writes). Chunk names sort as their keys do, so in a run the
-  rows of a chunk are contiguous: the run reports `(chunk, (run shard, first row, rows))`.
-- Runs and chunks are written by a `bundles.BundleWriter` each.
+  and writes them with a `bundles.BundleWriter` into staged "run" shards that carry
+  each row's key in one more column (`KEY_COLUMN`: `(key, row of its element)` in
+  `keys`' plain encoding, never pickled, so a run shard planted in the staging cannot
+  run code). Each key belongs to a chunk: an int key, or a tuple key whose second item
+  is an int (`(input file, position, ...)`), to `position // chunk_rows` (of its input
+  file), so neighbouring rows share a chunk; any other key is a chunk of its own (a
+  staged shard a row: give position keys to large writes). Chunk names sort as their
+  keys do, so in a run the rows of a chunk are contiguous: the run reports `(chunk,
+  (run shard, first row, rows))`.
 - rank: every chunk name is listed once and sorted (one small list, a side input), so
   each chunk knows its place in the whole write.
 - chunks: the row ranges are grouped by chunk; each chunk's rows are read from the runs
@@ -22,7 +22,8 @@ only file names and row ranges go through Beam's shuffles, never the examples:
   Memory: one run while writing runs, one chunk while writing chunks.
 - merge: the tagged shards, sorted by order, are planned into bins that keep that order
   (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
-  bin is merged by copying record batches and keeps its first shard's order.
+  bin is merged by copying record batches and keeps its first shard's order (the sink's
+  own merge steps, `merging.merge_small_shards`).
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
