@@ -3,7 +3,8 @@
 Each bundle attempt stages its shards in a folder of its own (`_staging/<write id>/<attempt>/`),
 so retried or repeated bundles never collide; a failed attempt removes its files. With
 `on_bad="skip"`, an example that does not fit goes to the `BAD_TAG` output instead (only a
-committed bundle's reach it).
+committed bundle's reach it). `BundleWriter` does the writing, without Beam; `WriteBundleFn`
+is the DoFn around it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, new_write_id
-from beam_shards.shards.options import WriterOptions
+from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.writer import ShardWriter, split_key
 from beam_shards.storage import fs
 from beam_shards.versions.staging import staged_shards
@@ -51,85 +52,161 @@ def dead_letter(example: Any, key: Any, error: EncodeError) -> dict[str, Any]:
     return {"key": key, "example": example, "reason": str(error)}
 
 
-class WriteBundleFn(beam.DoFn):
-    """Encodes a bundle's examples and writes them into size-rotated staged shards.
+class BundleWriter:
+    """Writes one bundle at a time into size-rotated shards staged in an attempt folder of its own:
+    `start` a bundle, `add` its examples, `finish` it (or `discard` it). No Beam inside: the
+    sink's write step and the deterministic write's steps (`ordered`) compose it.
 
-    With `on_bad="skip"` an example that does not fit is returned as a dead letter (the
-    `BAD_TAG` output) instead of failing the bundle; a batch that does not fit is
-    written row by row, so only its bad rows are skipped.
+    With `skip_bad`, an example that does not fit becomes a dead letter (`take_letters`)
+    instead of failing the bundle; a batch that does not fit is written row by row, so
+    only its bad rows are skipped. A bundle that fails removes what it staged.
+
+    Args:
+      path: the cache folder.
+      features: the schema of the shards.
+      options: the shards' sizes, compression and column types.
+      skip_bad: dead-letter examples that do not fit instead of raising.
+      hidden: columns the caller added to the examples, left out of their dead letters.
     """
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
-                 on_bad: str = "fail"):
+    def __init__(self, path: str, features: Features, options: WriterOptions, skip_bad: bool = False,
+                 hidden: tuple[str, ...] = ()):
         self._layout = CacheLayout(path)
         self._features = features
         self._options = options
-        self._given_write_id = write_id
-        self._skip = on_bad == "skip"
+        self._skip = skip_bad
+        self._hidden = hidden
+        self._writer: ShardWriter | None = None
+        self._letters: list[dict[str, Any]] = []
+
+    @property
+    def started(self) -> bool:
+        """Whether a bundle is started and not yet finished or discarded."""
+        return self._writer is not None
+
+    def start(self, write_id: str) -> None:
+        """Starts a bundle of write `write_id`, in a fresh attempt folder (retries never collide).
+
+        A bundle started before and never finished failed: its files are removed first.
+        """
+        self.discard()
+        self._letters = []
+        self._writer = ShardWriter(self._features, staged_shards(self._layout.new_attempt(write_id)), self._options,
+                                   self._skip_bad if self._skip else None)
+
+    def add(self, example: Any, key: Any) -> None:
+        """Adds an example (or a batch of them, or `EncodedRows`) of the started bundle.
+
+        Raises:
+          EncodeError: it does not fit (and `skip_bad` is off); the bundle is discarded, as on any error.
+        """
+        writer = self._started()
+        try:
+            writer.add(example, key)
+        except BaseException:
+            self.discard()
+            raise
+
+    def _started(self) -> ShardWriter:
+        if self._writer is None:
+            raise RuntimeError("BundleWriter: start a bundle before adding to or finishing it")
+        return self._writer
+
+    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
+        """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
+        if self._hidden and isinstance(example, dict):
+            example = {name: value for name, value in example.items() if name not in self._hidden}
+        self._letters.append(dead_letter(example, key, error))
+
+    def take_letters(self) -> list[dict[str, Any]]:
+        """The dead letters made since the last call (plain examples are checked with their
+        batch, so a letter may come with a later example, or only with `finish`)."""
+        letters, self._letters = self._letters, []
+        return letters
+
+    def finish(self) -> list[WrittenShard]:
+        """Writes what is buffered and returns the bundle's shards, all on disk."""
+        writer = self._started()
+        try:
+            shards = writer.close()
+        except BaseException:
+            self.discard()
+            raise
+        self._writer = None
+        return shards
+
+    def discard(self) -> None:
+        """Drops the started bundle and removes its files (a runner may retry it)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with best_effort("remove the files of a failed bundle", self._layout.path):
+                fs.delete(writer.abort())
+
+
+class WriteCounters:
+    """The Beam counters of what a write staged: rows, bytes and shards, and examples dead-lettered."""
+
+    def __init__(self):
         self._rows = Metrics.counter(counters.NAMESPACE, counters.ROWS_WRITTEN)
         self._bytes = Metrics.counter(counters.NAMESPACE, counters.BYTES_WRITTEN)
         self._shards = Metrics.counter(counters.NAMESPACE, counters.SHARDS_WRITTEN)
         self._bad = Metrics.counter(counters.NAMESPACE, counters.BAD_INPUTS)
 
-    def setup(self) -> None:
-        self._write_id = self._given_write_id
-
-    def start_bundle(self) -> None:
-        self._writer: ShardWriter | None = None
-        self._letters: list[dict[str, Any]] = []
-
-    def teardown(self) -> None:
-        # A step fused before this one failed mid-bundle: drop what this attempt staged.
-        self._discard()
-
-    def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
-        key, example = split_key(element, None)
-        if self._writer is None:
-            attempt = self._layout.new_attempt(self._write_id)
-            self._writer = ShardWriter(self._features, staged_shards(attempt), self._options,
-                                       self._skip_bad if self._skip else None)
-        try:
-            self._writer.add(example, key)
-        except BaseException:
-            self._discard()
-            raise
-        if self._letters:
-            return [TaggedOutput(BAD_TAG, letter) for letter in self._take_letters()]
-        return ()
-
-    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
-        """The writer's `on_bad`: a dead letter for an example (or a batch's row) left out."""
-        self._letters.append(dead_letter(example, key, error))
-        self._bad.inc()
-
-    def _take_letters(self) -> list[dict[str, Any]]:
-        """The dead letters made since the last call (plain examples are checked with their
-        batch, so a letter may come with a later element, or only at the bundle's end)."""
-        letters, self._letters = self._letters, []
-        return letters
-
-    def _discard(self) -> None:
-        # A failed attempt removes what it staged; the runner may retry the bundle.
-        writer, self._writer = getattr(self, "_writer", None), None
-        if writer is not None:
-            with best_effort("remove the files of a failed bundle", self._layout.path):
-                fs.delete(writer.abort())
-
-    def finish_bundle(self):
-        if self._writer is None:
-            return
-        try:
-            shards = self._writer.close()
-        except BaseException:
-            self._discard()
-            raise
-        self._writer = None
-        for letter in self._take_letters():
-            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
+    def written(self, shards: list[WrittenShard]) -> None:
         for shard in shards:
             self._rows.inc(shard.num_rows)
             self._shards.inc()
             self._bytes.inc(shard.num_bytes)
+
+    def skipped(self, letters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Counts `letters` and returns them."""
+        if letters:
+            self._bad.inc(len(letters))
+        return letters
+
+
+class WriteBundleFn(beam.DoFn):
+    """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
+    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output."""
+
+    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+                 on_bad: str = "fail"):
+        self._path = path
+        self._features = features
+        self._options = options
+        self._given_write_id = write_id
+        self._skip = on_bad == "skip"
+        self._counters = WriteCounters()
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+        self._bundle = BundleWriter(self._path, self._features, self._options, self._skip)
+
+    def start_bundle(self) -> None:
+        # A bundle left unfinished failed after this step (the runner may retry it): drop its files.
+        self._bundle.discard()
+
+    def teardown(self) -> None:
+        # A step fused before this one failed mid-bundle: drop what this attempt staged.
+        if hasattr(self, "_bundle"):
+            self._bundle.discard()
+
+    def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
+        key, example = split_key(element, None)
+        if not self._bundle.started:
+            self._bundle.start(self._write_id)
+        self._bundle.add(example, key)
+        letters = self._counters.skipped(self._bundle.take_letters())
+        return [TaggedOutput(BAD_TAG, letter) for letter in letters] if letters else ()
+
+    def finish_bundle(self):
+        if not self._bundle.started:
+            return
+        shards = self._bundle.finish()
+        for letter in self._counters.skipped(self._bundle.take_letters()):
+            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
+        self._counters.written(shards)
+        for shard in shards:
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
 
 

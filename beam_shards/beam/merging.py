@@ -1,7 +1,9 @@
-"""The sink's merge step: one bin of staged shards merged into one staged shard, by copying record batches."""
+"""The sink's merge step: the staged shards planned into bins, each bin merged into one staged
+shard by copying record batches, in parallel across workers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -36,3 +38,28 @@ class MergeBinFn(beam.DoFn):
                                             self._options.column_types)
         self._merged.inc(len(shards))
         yield (write_id, merged, *rest)
+
+
+def gather(pcoll: beam.PCollection, name: str) -> beam.PCollection:
+    """`pcoll` as one `(None, items)` element. Like Beam's `WriteImpl`: a shuffle's output, so the
+    list a later step reads is stable whatever the runner re-runs."""
+    return (pcoll
+            | f"Pair{name}" >> beam.Map(lambda item: (None, item))
+            | f"Group{name}" >> beam.GroupByKey())
+
+
+def merge_small_shards(written: beam.PCollection, plan: Callable[[Iterable[tuple]], list[tuple]], path: str,
+                       features: Features, options: WriterOptions) -> tuple[beam.PCollection, beam.PCollection]:
+    """The merge step of a write whose written shards are `written` (`(write id, shard, *rest)`):
+    returns them gathered (`(None, items)`, for finalize) and the merged shards, one element each.
+
+    `plan` takes every written shard and returns the bins, `(write id, shards, *rest)`; the bins
+    are spread over workers and each is merged by one `MergeBinFn` call.
+    """
+    staged = gather(written, "Shards")
+    merged = (staged
+              | "PlanMerge" >> beam.FlatMap(lambda kv: plan(kv[1]))
+              | "SpreadBins" >> beam.Reshuffle()
+              | "MergeBins" >> beam.ParDo(MergeBinFn(path, features, options)))
+    merged = gather(merged, "Merged") | "Extract" >> beam.FlatMap(lambda kv: kv[1])
+    return staged, merged

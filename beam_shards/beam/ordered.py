@@ -5,22 +5,25 @@ arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replac
 only file names and row ranges go through Beam's shuffles, never the examples:
 
 - runs: each bundle buffers its pairs, about `RUN_BYTES` at a time, sorts them by key
-  and encodes them into staged "run" shards that carry each row's key in one more
-  column (`KEY_COLUMN`, the pickled `(key, row of its element)`). Each key belongs to a
-  chunk: an int key, or a tuple key whose second item is an int (`(input file,
-  position, ...)`), to `position // chunk_rows` (of its input file), so neighbouring
-  rows share a chunk; any other key is a chunk of its own (a staged shard a row: give
-  position keys to large writes). Chunk names sort as their keys do, so in a run the
-  rows of a chunk are contiguous: the run reports `(chunk, (run shard, first row, rows))`.
+  and writes them with a `bundles.BundleWriter` into staged "run" shards that carry
+  each row's key in one more column (`KEY_COLUMN`: `(key, row of its element)` in
+  `keys`' plain encoding, never pickled, so a run shard planted in the staging cannot
+  run code). Each key belongs to a chunk: an int key, or a tuple key whose second item
+  is an int (`(input file, position, ...)`), to `position // chunk_rows` (of its input
+  file), so neighbouring rows share a chunk; any other key is a chunk of its own (a
+  staged shard a row: give position keys to large writes). Chunk names sort as their
+  keys do, so in a run the rows of a chunk are contiguous: the run reports `(chunk,
+  (run shard, first row, rows))`.
 - rank: every chunk name is listed once and sorted (one small list, a side input), so
   each chunk knows its place in the whole write.
 - chunks: the row ranges are grouped by chunk; each chunk's rows are read from the runs
   holding them, sorted by key (ties by the row's values) and written with one
-  `ShardWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
+  `BundleWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
   Memory: one run while writing runs, one chunk while writing chunks.
 - merge: the tagged shards, sorted by order, are planned into bins that keep that order
   (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
-  bin is merged by copying record batches and keeps its first shard's order.
+  bin is merged by copying record batches and keeps its first shard's order (the sink's
+  own merge steps, `merging.merge_small_shards`).
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
@@ -44,10 +47,10 @@ import pyarrow as pa
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
-from beam_shards.beam.bundles import WriteBundleFn, write_id_or_fallback
-from beam_shards.beam.merging import MergeBinFn
+from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
+from beam_shards.beam.keys import decode_keyed_row, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
-from beam_shards.errors import EncodeError
+from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features, Value
 from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.options import WriterOptions, WrittenShard
@@ -122,7 +125,7 @@ def run_options(options: WriterOptions) -> WriterOptions:
 def _with_key(example: Any, key: Any, features: Features) -> Any:
     """`example` with the key column: a dict gets `(key, 0)`, row i of a batch `(key, i)`."""
     if isinstance(example, dict):
-        return {**example, KEY_COLUMN: pickle.dumps((key, 0), protocol=4)}
+        return {**example, KEY_COLUMN: encode_keyed_rows(key, 1)[0]}
     if isinstance(example, EncodedRows):
         table = example.table
         return EncodedRows(pa.Table.from_arrays([*table.columns, _row_keys(key, table.num_rows)],
@@ -133,7 +136,23 @@ def _with_key(example: Any, key: Any, features: Features) -> Any:
 
 
 def _row_keys(key: Any, rows: int) -> pa.Array:
-    return pa.array([pickle.dumps((key, row), protocol=4) for row in range(rows)], pa.large_binary())
+    return pa.array(encode_keyed_rows(key, rows), pa.large_binary())
+
+
+def _stored_keys(column: Iterable[bytes], where: str) -> list[tuple[Any, int]]:
+    """The `(key, row)` pairs of a key column of `where` (run shards).
+
+    Raises:
+      CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
+    """
+    pairs = []
+    for index, data in enumerate(column):
+        try:
+            pairs.append(decode_keyed_row(data))
+        except ValueError as error:
+            raise CorruptCacheError(f"row {index} of {where} holds no key a deterministic write stores: {error}; "
+                                    "the write's staging was altered (nothing was published)") from None
+    return pairs
 
 
 def _rows(example: Any) -> int:
@@ -152,28 +171,41 @@ def _rough_nbytes(example: Any) -> int:
     return 8
 
 
-class WriteRunsFn(WriteBundleFn):
+class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
-    `(chunk, (run shard, first row, rows))` for each chunk of each run shard."""
+    `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
+    letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
+    hold fails the bundle at once (`keys.plain_key`)."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
-        super().__init__(path, run_features(features), run_options(options), write_id, on_bad)
+        self._path = path
+        self._features = run_features(features)
+        self._options = run_options(options)
+        self._given_write_id = write_id
+        self._skip = on_bad == "skip"
         self._chunk_rows = CHUNK_BATCHES * options.batch_size
         self._run_bytes = run_bytes or RUN_BYTES
+        self._counters = WriteCounters()
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+        self._runs = BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
 
     def start_bundle(self) -> None:
-        super().start_bundle()
-        self._pairs: list[tuple[Any, Any]] = []
+        self._pairs: list[tuple[Any, Any, Any]] = []  # (plain key, key as given, example)
         self._pending_bytes = 0
-        self._dropped = False
+
+    def teardown(self) -> None:
+        if hasattr(self, "_runs"):
+            self._runs.discard()
 
     def process(self, element: Any, write_id: Any):
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
-        pair = keyed(element)
-        self._pairs.append(pair)
-        self._pending_bytes += _rough_nbytes(pair[1])
+        key, example = keyed(element)
+        self._pairs.append((plain_key(key), key, example))
+        self._pending_bytes += _rough_nbytes(example)
         if self._pending_bytes >= self._run_bytes:
             yield from self._write_run()
 
@@ -183,30 +215,29 @@ class WriteRunsFn(WriteBundleFn):
             windowed = window.GlobalWindows.windowed_value(value)
             yield TaggedOutput(output.tag, windowed) if isinstance(output, TaggedOutput) else windowed
 
-    def _skip_bad(self, example: Any, key: Any, error: EncodeError) -> None:
-        self._dropped = True
-        super()._skip_bad({k: v for k, v in example.items() if k != KEY_COLUMN} if isinstance(example, dict)
-                          else example, key, error)
-
     def _write_run(self) -> Iterator[Any]:
         """Sorts the buffered pairs and writes them as one run: its dead letters, then its pieces."""
-        pairs, self._pairs, self._pending_bytes, self._dropped = self._pairs, [], 0, False
+        pairs, self._pairs, self._pending_bytes = self._pairs, [], 0
         if not pairs:
             return
         pairs = _sorted(pairs, key=operator.itemgetter(0))
-        for key, example in pairs:
-            yield from super().process((key, _with_key(example, key, self._features)))
-        shards = []
-        for output in super().finish_bundle():
-            if isinstance(output, TaggedOutput):  # a dead letter, in a window for finish_bundle
-                yield TaggedOutput(output.tag, output.value.value)
-            else:
-                shards.append(output.value[1])
-        if self._dropped:  # rows were left out: which, the runs' own key columns say
+        self._runs.start(self._write_id)
+        dropped = False
+        for plain, key, example in pairs:
+            # Errors and dead letters name the key as given (the pipelines' keys print as the input they name).
+            self._runs.add(_with_key(example, plain, self._features), key)
+            for letter in self._counters.skipped(self._runs.take_letters()):
+                dropped = True
+                yield TaggedOutput(BAD_TAG, letter)
+        shards = self._runs.finish()
+        for letter in self._counters.skipped(self._runs.take_letters()):
+            dropped = True
+            yield TaggedOutput(BAD_TAG, letter)
+        if dropped:  # rows were left out: which, the runs' own key columns say
             chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
                                                                                                   self._options)]
         else:
-            chunks = [chunk_of(key, self._chunk_rows) for key, example in pairs for _ in range(_rows(example))]
+            chunks = [chunk_of(plain, self._chunk_rows) for plain, _, example in pairs for _ in range(_rows(example))]
         yield from _pieces(shards, chunks)
 
 
@@ -229,8 +260,8 @@ def _pieces(shards: list[WrittenShard], chunks: list[Any]) -> Iterator[tuple[Any
 def _read_keys(shard: WrittenShard, features: Features, options: WriterOptions) -> list[Any]:
     file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, options.compression,
                             options.column_types)
-    return [pickle.loads(key)[0] for batch in file.iter_batches(columns=[KEY_COLUMN])
-            for key in batch.column(0).to_pylist()]
+    column = (key for batch in file.iter_batches(columns=[KEY_COLUMN]) for key in batch.column(0).to_pylist())
+    return [key for key, _ in _stored_keys(column, f"run shard {shard.path}")]
 
 
 def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.Table:
@@ -253,11 +284,16 @@ def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.T
 
 def in_key_order(table: pa.Table) -> pa.Table:
     """The rows of a chunk sorted by key; rows of one key by their values, so their order does not
-    depend on the order they arrived in."""
-    keys = [pickle.loads(key) for key in table.column(KEY_COLUMN).to_pylist()]
+    depend on the order they arrived in.
+
+    Raises:
+      CorruptCacheError: a stored key does not decode (naming its row in the chunk).
+    """
+    keys = _stored_keys(table.column(KEY_COLUMN).to_pylist(), "the chunk")
     order = _sorted(range(len(keys)), key=keys.__getitem__)
     if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
         rows = table.drop_columns([KEY_COLUMN]).to_pylist()
+        # pickle.dumps only serializes the row's values into a sort key: nothing is ever unpickled.
         order = _sorted(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
     return table.take(order)
 
@@ -273,16 +309,16 @@ def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options:
 
 
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn, path: str, features: Features, options: WriterOptions,
-                       overhead: int, bad_tag: str) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection]:
-    """The deterministic write's steps: `(merged shards tagged with their order, dead letters, staged shards)`.
+                       write_chunk: WriteChunkFn) -> tuple[Any, beam.PCollection]:
+    """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
+    holds the dead letters and `written` the chunks' shards tagged with their order.
 
     `write_runs` takes the pairs with the write id as a side input and yields
-    `(chunk, piece)` (and dead letters tagged `bad_tag`); `write_chunk` takes
+    `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
     `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
     `(write id, shard, order)`.
     """
-    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(bad_tag, main="pieces")
+    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(BAD_TAG, main="pieces")
     chunk_ranks = (runs.pieces
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()
@@ -291,38 +327,46 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
                | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks)))
-    staged = (written
-              | "PairShards" >> beam.Map(lambda item: (None, item))
-              | "GroupShards" >> beam.GroupByKey())
-    merged = (staged
-              | "PlanMerge" >> beam.FlatMap(lambda kv: plan_ordered_bins(kv[1], options, overhead))
-              | "SpreadBins" >> beam.Reshuffle()
-              | "MergeBins" >> beam.ParDo(MergeBinFn(path, features, options))
-              | "PairMerged" >> beam.Map(lambda item: (None, item))
-              | "GroupMerged" >> beam.GroupByKey()
-              | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
-    return merged, runs[bad_tag], staged
+    return runs, written
 
 
-class WriteChunkFn(WriteBundleFn):
+class WriteChunkFn(beam.DoFn):
     """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
     sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`."""
 
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
-        super().__init__(path, features, options, write_id)
+        self._path = path
+        self._features = features
+        self._options = options
+        self._given_write_id = write_id
         self._runs = run_features(features)
         self._run_options = run_options(options)
+        self._counters = WriteCounters()
+
+    def setup(self) -> None:
+        self._write_id = self._given_write_id
+        self._chunk = BundleWriter(self._path, self._features, self._options)
+
+    def teardown(self) -> None:
+        if hasattr(self, "_chunk"):
+            self._chunk.discard()
 
     def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
         chunk, pieces = element
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
-        table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options) for piece in pieces]))
+        try:
+            table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options)
+                                                   for piece in pieces]))
+        except CorruptCacheError as error:
+            runs = ", ".join(sorted({piece[0].path for piece in pieces}))
+            raise CorruptCacheError(f"chunk {chunk!r}, read from run shards {runs}: {error}") from None
         rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
-        self.start_bundle()
-        super().process(EncodedRows(rows))
+        self._chunk.start(self._write_id)
+        self._chunk.add(EncodedRows(rows), None)
+        shards = self._chunk.finish()
+        self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, output in enumerate(self.finish_bundle() or ()):
-            write_id_, shard = output.value
-            yield write_id_, shard, (rank, index)
+        for index, shard in enumerate(shards):
+            yield self._write_id, shard, (rank, index)

@@ -30,6 +30,7 @@ in key order, so the output does not depend on bundles.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -39,7 +40,8 @@ from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import ordered
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
-from beam_shards.beam.merging import MergeBinFn
+from beam_shards.beam.merging import merge_small_shards
+from beam_shards.beam.runner_limits import unsupported_runner
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
@@ -177,14 +179,16 @@ class WriteToArrowShards(beam.PTransform):
         nothing is published. "skip": it is left out and goes to the `bad` output instead
         (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
         cache holds the other examples.
-      allow_empty: publish a version of no rows when the input holds none (the
-        default); False fails the pipeline with an `EmptyWriteError` instead, so an
-        input that matched nothing cannot replace a cache with an empty one.
+      allow_empty: publish a version of no rows when the input holds none. By default
+        the pipeline fails with an `EmptyWriteError` instead, so an input that matched
+        nothing (or a runner that lost the shards) cannot replace a cache with an empty
+        one.
       deterministic: write the rows in key order (the input is `(key, example)` pairs
         whose keys sort), so the same input gives the same rows, order and shard bytes
-        on any runner, bundling or number of workers (see `ordered`). Key by position,
-        an int or `(input file, position, ...)`, so neighbouring rows are written
-        together. It costs a shuffle of the examples and a copy of the shards.
+        on any runner, bundling or number of workers (see `ordered`). Keys are tuples
+        of str, int, float, bytes, bool and None (stored in a plain encoding, `keys`);
+        key by position, an int or `(input file, position, ...)`, so neighbouring rows
+        are written together. It costs a shuffle of the examples and a copy of the shards.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -195,11 +199,15 @@ class WriteToArrowShards(beam.PTransform):
 
     Raises:
       ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
-        (at construction).
+        (at construction); a runner that drops what `finish_bundle` emits (Beam's
+        DaskRunner) or an unbounded input (when applied).
       CacheExistsError: `mode="error"` and a cache is at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
+      EmptyWriteError: when the pipeline runs, for a write of no rows without `allow_empty`.
+      TypeError: when the pipeline runs, for a deterministic write's key of another type
+        than those above (names the type and the key), at its first element.
     """
 
     def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
@@ -207,7 +215,7 @@ class WriteToArrowShards(beam.PTransform):
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
-                 on_bad: str = "fail", allow_empty: bool = True, deterministic: bool = False):
+                 on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False):
         super().__init__()
         if on_bad not in ON_BAD:
             raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
@@ -232,6 +240,10 @@ class WriteToArrowShards(beam.PTransform):
         if not pcoll.is_bounded:
             raise ValueError("WriteToArrowShards publishes one cache once its input ends: it needs a bounded "
                              "PCollection (window an unbounded one into files with another sink)")
+        limitation = unsupported_runner(pcoll.pipeline)
+        if limitation:
+            raise ValueError(f"WriteToArrowShards cannot run on this runner: {limitation}; use another runner "
+                             "(FnApiRunner, Flink, Spark, Dataflow)")
         do_once = pcoll.pipeline | "DoOnce" >> beam.Create([None])
         given = self._write_id
         write_id = do_once | "NewWriteId" >> beam.Map(lambda _: given or new_write_id())
@@ -242,30 +254,18 @@ class WriteToArrowShards(beam.PTransform):
         if self._deterministic:
             write_runs = ordered.WriteRunsFn(self._path, self._features, self._options, given, self._on_bad)
             write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given)
-            merged, bad, staged = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, self._path,
-                                                             self._features, options, overhead, BAD_TAG)
-            return self._finalize(do_once, write_id, merged, staged, bad)
+            runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk)
+            plan = functools.partial(ordered.plan_ordered_bins, options=options, overhead=overhead)
+            staged, merged = merge_small_shards(written, plan, self._path, self._features, self._options)
+            return self._finalize(do_once, write_id, merged, staged, runs[BAD_TAG])
         if given is None:
             write = beam.ParDo(WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
                                AsSingleton(write_id))
         else:  # no side input: Beam's faster invoker
             write = beam.ParDo(WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
         written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
-        staged = (
-            written.shards
-            # Like Beam's WriteImpl: a shuffle makes the shard list stable before finalize reads it.
-            | "Pair" >> beam.Map(lambda shard: (None, shard))
-            | "GroupShards" >> beam.GroupByKey())
-        merged = (
-            staged
-            | "PlanMerge" >> beam.FlatMap(lambda kv: _plan_merge(kv[1], options, overhead))
-            # Bins are spread over workers; each is merged by one DoFn call.
-            | "SpreadBins" >> beam.Reshuffle()
-            | "MergeBins" >> beam.ParDo(MergeBinFn(self._path, self._features, self._options))
-            # The same again: the list finalize reads is a shuffle's output, whatever the runner re-runs.
-            | "PairMerged" >> beam.Map(lambda shard: (None, shard))
-            | "GroupMerged" >> beam.GroupByKey()
-            | "Extract" >> beam.FlatMap(lambda kv: kv[1]))
+        plan = functools.partial(_plan_merge, options=options, overhead=overhead)
+        staged, merged = merge_small_shards(written.shards, plan, self._path, self._features, self._options)
         return self._finalize(do_once, write_id, merged, staged, written[BAD_TAG])
 
     def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, merged: beam.PCollection,

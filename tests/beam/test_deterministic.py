@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import random
 
 import apache_beam as beam
@@ -13,6 +12,7 @@ import pytest
 
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata
 from beam_shards.beam import ordered
+from beam_shards.beam.keys import encode_keyed_rows
 from beam_shards.read.backend import ArrowBackend
 
 from _support import options
@@ -137,7 +137,7 @@ def test_chunks_keep_key_order():
     assert ordered.ranks([("b", 0), ("a", 2), ("a", 0), ("a", 2)]) == {("a", 0): 0, ("a", 2): 1, ("b", 0): 2}
     with pytest.raises(ValueError, match="keys of one sortable type"):
         ordered.ranks([1, "a"])
-    keys = pa.array([pickle.dumps((k, 0)) for k in (2, 1, 2)], pa.large_binary())
+    keys = pa.array([encode_keyed_rows(k, 1)[0] for k in (2, 1, 2)], pa.large_binary())
     table = pa.table({"v": [1, 2, 0], ordered.KEY_COLUMN: keys})
     assert ordered.in_key_order(table).column("v").to_pylist() == [2, 0, 1]
 

@@ -107,7 +107,7 @@ def test_keyed_input_and_metadata(tmp_path):
 def test_empty_input_publishes_a_valid_empty_cache(tmp_path):
     out = tmp_path / "cache"
     with beam.Pipeline(options=options()) as p:
-        p | beam.Create([]) | WriteToArrowShards(str(out), FEATURES)
+        p | beam.Create([]) | WriteToArrowShards(str(out), FEATURES, allow_empty=True)
     manifest = read_metadata(str(out))
     assert manifest.num_rows == 0 and manifest.num_shards == 0
     assert len(ShardedDataset(str(out))) == 0

@@ -16,7 +16,7 @@ import pytest
 
 from beam_shards import Features, Value, WriterOptions, WriteToArrowShards, read_metadata, verify, write_shards
 from beam_shards.beam import sink
-from beam_shards.beam.bundles import WriteBundleFn
+from beam_shards.beam.bundles import BundleWriter, WriteBundleFn
 from beam_shards.beam.sink import _FinalizeFn
 from beam_shards.format.layout import new_write_id
 from beam_shards.storage import fs
@@ -218,7 +218,7 @@ def test_bundle_fails_after_staging_then_is_retried(tally, tmp_path, monkeypatch
     failing = _FailingCreate(str(markers), fail_at=3, failures=2)
     monkeypatch.setattr(fs, "create", failing)
     if cleanup == "left behind":
-        monkeypatch.setattr(WriteBundleFn, "_discard", lambda self: setattr(self, "_writer", None))
+        monkeypatch.setattr(BundleWriter, "discard", lambda self: setattr(self, "_writer", None))
     _run_sink(path, "--runner=BundleBasedDirectRunner")
     assert len(os.listdir(markers)) == 2, "both injected failures must have fired"
     assert max(failing._opened.values()) >= 3, "shards must have been staged before the failure"

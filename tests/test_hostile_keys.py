@@ -1,0 +1,144 @@
+"""Fuzzing the stored keys of a deterministic write (`beam.keys`): every plain key round-trips and
+sorts as it did; any bytes read back as a stored key give a key or one clear error, never a crash
+or a hang."""
+
+from __future__ import annotations
+
+import collections
+import enum
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from beam_shards import CorruptCacheError
+from beam_shards.beam import ordered
+from beam_shards.beam.keys import MAX_DEPTH, decode_key, decode_keyed_row, encode_key, encode_keyed_rows, plain_key
+
+from _hostile import SCALE, assert_clear
+
+pytestmark = pytest.mark.timeout(120)
+FUZZ = settings(max_examples=300 * SCALE, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Text with every code point, lone surrogates included (they round-trip too).
+TEXT = st.text(st.characters(exclude_categories=()), max_size=20)
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-2**200, 2**200),
+                    st.floats(allow_nan=True, allow_infinity=True), TEXT, st.binary(max_size=20))
+KEYS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4).map(tuple), max_leaves=20)
+
+
+def _same(a, b) -> bool:
+    """Equal and of the same types all the way down (NaN equal to NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b or a != a and b != b
+
+
+@FUZZ
+@given(key=KEYS)
+def test_every_plain_key_round_trips_exactly(key):
+    data = encode_key(key)
+    assert _same(decode_key(data), key)
+    assert encode_key(decode_key(data)) == data
+    [row_key] = encode_keyed_rows(key, 1)
+    decoded, row = decode_keyed_row(row_key)
+    assert _same(decoded, key) and row == 0
+
+
+# Keys of one shape sort together, as a pipeline's do: (file, position, name) and nested variants.
+SHAPES = [
+    st.tuples(TEXT, st.integers(), TEXT),
+    st.tuples(st.binary(max_size=4), st.floats(allow_nan=False), st.tuples(st.integers(), st.booleans())),
+    st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans()),
+]
+
+
+@FUZZ
+@given(data=st.data(), shape=st.sampled_from(SHAPES))
+def test_decoded_keys_sort_as_the_keys_did(data, shape):
+    keys = data.draw(st.lists(shape, max_size=30))
+    decoded = [decode_key(encode_key(key)) for key in keys]
+    assert sorted(range(len(keys)), key=keys.__getitem__) == sorted(range(len(keys)), key=decoded.__getitem__)
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+Where = collections.namedtuple("Where", "source position name")
+
+
+def test_subclasses_of_plain_types_are_stored_as_their_base_type():
+    key = (Where("a.csv", 7, "a.csv, line 7"), Colour.RED, True)
+    assert _same(decode_key(encode_key(key)), (("a.csv", 7, "a.csv, line 7"), 1, True))
+    assert plain_key(key) == key
+
+
+def _nested(depth: int):
+    key = "leaf"
+    for _ in range(depth):
+        key = (key,)
+    return key
+
+
+def test_keys_nest_at_most_max_depth_levels():
+    assert decode_key(encode_key(_nested(MAX_DEPTH))) == _nested(MAX_DEPTH)
+    assert decode_keyed_row(encode_keyed_rows(_nested(MAX_DEPTH), 1)[0])[0] == _nested(MAX_DEPTH)
+    with pytest.raises(TypeError, match=f"deeper than {MAX_DEPTH} levels"):
+        encode_key(_nested(MAX_DEPTH + 1))
+    forged = bytes([1]) + b"t\x01" * (MAX_DEPTH + 1) + b"N"
+    with pytest.raises(ValueError, match=f"deeper than {MAX_DEPTH} levels"):
+        decode_key(forged)
+
+
+def _decodes_or_refuses(data: bytes) -> None:
+    for decode in (decode_key, decode_keyed_row):
+        try:
+            decode(data)
+        except ValueError as error:
+            assert_clear(error, ValueError, ["stored"])
+
+
+@FUZZ
+@given(data=st.binary(max_size=64))
+def test_random_bytes_as_a_stored_key_decode_or_give_one_clear_error(data):
+    _decodes_or_refuses(data)
+    _decodes_or_refuses(b"\x01" + data)
+
+
+@FUZZ
+@given(key=KEYS, data=st.data())
+def test_a_damaged_stored_key_decodes_or_gives_one_clear_error(key, data):
+    stored = bytearray(encode_keyed_rows(key, 1)[0])
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(stored)))
+        edit = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        if edit == "flip" and at < len(stored):
+            stored[at] ^= data.draw(st.integers(1, 255))
+        elif edit == "cut":
+            del stored[at:]
+        else:
+            stored[at:at] = data.draw(st.binary(min_size=1, max_size=9))
+    _decodes_or_refuses(bytes(stored))
+
+
+@FUZZ
+@given(column=st.lists(st.one_of(st.binary(max_size=24), KEYS.map(lambda k: encode_keyed_rows(k, 1)[0])),
+                       min_size=1, max_size=8))
+def test_a_chunk_of_hostile_stored_keys_is_sorted_or_refused_clearly(column):
+    table = pa.table({"v": list(range(len(column))), ordered.KEY_COLUMN: pa.array(column, pa.large_binary())})
+    try:
+        ordered.in_key_order(table)
+    except CorruptCacheError as error:
+        assert_clear(error, CorruptCacheError, ["holds no key a deterministic write stores"])
+    except ValueError as error:  # keys that decode but do not sort together
+        assert_clear(error, ValueError, ["keys of one sortable type"])
+
+
+def test_huge_claimed_lengths_are_refused_without_allocating():
+    for forged in (b"\x01b\xff\xff\xff\xff\xff\xff\xff\x7f", b"\x01t\xff\xff\xff\xff\xff\xff\xff\x7f",
+                   b"\x01i\xff\xff\xff\x7f" + b"\x00" * 8):
+        with pytest.raises(ValueError, match="claims|wanted"):
+            decode_key(forged)
