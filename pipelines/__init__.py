@@ -9,6 +9,6 @@
 What they share is named in `pipelines.common`.
 """
 
-from beam_shards.beam.noise import drop_known_noise
+from beam_shards.beam import drop_known_noise
 
 drop_known_noise()  # before any pipeline module imports Beam, which logs the first of them on import

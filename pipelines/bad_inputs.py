@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from beam_shards import BeamShardsError, Manifest
-from beam_shards.versions.bad_inputs import write_bad_inputs
+from beam_shards.versions import write_bad_inputs
 from pipelines.where import Where
 
 # The tag of the output where the check step sets bad inputs aside.

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beam_shards import FeatureError, Features
-from beam_shards.format.manifest import COMPRESSIONS, MODES
-from beam_shards.shards.options import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
+from beam_shards.format import COMPRESSIONS, MODES
+from beam_shards.shards import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import ArgumentParser
 from beam_shards.units import count_flag, duration_flag, size_flag

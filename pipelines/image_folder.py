@@ -26,7 +26,7 @@ from typing import Any
 import apache_beam as beam
 
 from beam_shards import ClassLabel, Features, Image, Manifest, Value
-from beam_shards.format.layout import MANIFEST_NAME
+from beam_shards.format import MANIFEST_NAME
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import say
 from pipelines import common

@@ -26,10 +26,9 @@ import pyarrow.parquet as pq
 
 from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
                          Value, Video)
-from beam_shards.features.base import NUMERIC_DTYPES
-from beam_shards.features.value import temporal_type
+from beam_shards.features import NUMERIC_DTYPES, temporal_type
 from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
-from beam_shards.shards.options import DEFAULT_BATCH_BYTES
+from beam_shards.shards import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from pipelines import common, tabular
 from pipelines.where import Where

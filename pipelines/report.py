@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from beam_shards import Manifest
 from beam_shards.display import human_size
-from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
+from beam_shards.versions import bad_inputs_path, read_bad_inputs
 
 
 def report(manifest: Manifest, seconds: float | None = None) -> list[str]:

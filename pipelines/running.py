@@ -20,11 +20,11 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_shards import BeamShardsError, EncodeError, Features, Manifest, abandon, new_write_id, read_metadata
-from beam_shards.beam.noise import quiet_beam
+from beam_shards.beam import quiet_beam
 from beam_shards.errors import best_effort
 from beam_shards.progress import Watch
 from beam_shards.terminal import print_error, say
-from beam_shards.versions.commit import find_published
+from beam_shards.versions import find_published
 from pipelines.bad_inputs import BadInputError
 from pipelines.report import report
 from pipelines.runners import workers_on_this_machine

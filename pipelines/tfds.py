@@ -23,7 +23,7 @@ from typing import Any
 from beam_shards import FeatureError
 from beam_shards.features import (VALUE_DTYPES, Array, ClassLabel, Feature, Features, Image,
                                   Sequence as SequenceFeature, Value)
-from beam_shards.format.manifest import MAX_DEPTH, json_depth
+from beam_shards.format import MAX_DEPTH, json_depth
 from beam_shards.storage import folders, fs
 from pipelines import tf_example
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from beam_shards import Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Value
 from beam_shards.features import image_check
-from beam_shards.shards.options import DEFAULT_BATCH_BYTES
+from beam_shards.shards import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common, tf_example, tfds, tfrecord_io

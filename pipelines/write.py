@@ -20,7 +20,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from beam_shards import Features, WriteToArrowShards
 from beam_shards.beam import counters
 from beam_shards.progress import Tally
-from beam_shards.shards.writer import EncodedRows
+from beam_shards.shards import EncodedRows
 from pipelines.bad_inputs import BAD, BadInputError, Malformed, bad_input, record_bad_inputs
 from pipelines.where import Where
 

@@ -36,10 +36,8 @@ PIPELINE_FLOORS = {
 }
 # The modules below the package's faces that pipelines/ reaches into, for names no face exports.
 PIPELINES_REACH = {
-    "beam_shards.beam.counters", "beam_shards.beam.noise", "beam_shards.features.base", "beam_shards.features.image_check", "beam_shards.features.value", "beam_shards.format.layout",
-    "beam_shards.format.manifest", "beam_shards.shards.options", "beam_shards.shards.writer",
-    "beam_shards.storage.folders", "beam_shards.storage.fs", "beam_shards.versions.bad_inputs",
-    "beam_shards.versions.commit",
+    "beam_shards.beam.counters", "beam_shards.features.image_check", "beam_shards.storage.folders",
+    "beam_shards.storage.fs",
 }
 
 
@@ -146,6 +144,53 @@ def test_pipelines_take_the_packages_names_from_its_faces(path):
                 continue  # a module beside the face, such as beam_shards.display or beam_shards.units
             assert target in PIPELINES_REACH, (
                 f"{path.name}:{line} reaches into {target}: take what it needs from a face, or add it to PIPELINES_REACH")
+
+
+def _sub_packages() -> list[str]:
+    return sorted(init.parent.name for init in PACKAGE.glob("*/__init__.py"))
+
+
+def _names_taken_across(path: pathlib.Path) -> list[tuple[int, str, str]]:
+    """(line, sub-package, name) of every name a file takes from a sub-package other than its own.
+
+    A name comes by `from beam_shards.part.module import name`, `from beam_shards.part import name`,
+    or as `module.name` after `from beam_shards.part import module`.
+    """
+    rel = path.relative_to(PACKAGE.parent).parts
+    own = rel[1].removesuffix(".py") if rel[0] == "beam_shards" and len(rel) > 1 else None
+    tree = ast.parse(path.read_text(), str(path))
+    taken, modules = [], {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module and _part(node.module)):
+            continue
+        part = _part(node.module)
+        if part == own or not (PACKAGE / part).is_dir():
+            continue
+        for alias in node.names:
+            if node.module.count(".") == 1 and _is_module(f"{node.module}.{alias.name}"):
+                modules[alias.asname or alias.name] = part
+            else:
+                taken.append((node.lineno, part, alias.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+            taken.append((node.lineno, modules[node.value.id], node.attr))
+    return taken
+
+
+@pytest.mark.parametrize("part", _sub_packages())
+def test_every_sub_package_names_what_others_may_use_and_has_it(part):
+    package = importlib.import_module(f"beam_shards.{part}")
+    assert hasattr(package, "__all__"), f"beam_shards/{part}/__init__.py has no __all__"
+    missing = [name for name in package.__all__ if not hasattr(package, name)]
+    assert not missing, f"beam_shards.{part}.__all__ names {missing}, which it does not have"
+
+
+@pytest.mark.parametrize("path", [PACKAGE / "__init__.py"] + _modules() + sorted(PIPELINES.glob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_a_name_taken_from_another_sub_package_is_in_its_all(path):
+    for line, part, name in _names_taken_across(path):
+        listed = importlib.import_module(f"beam_shards.{part}").__all__
+        assert name in listed, f"{path.name}:{line} takes {name} from beam_shards.{part}, whose __all__ does not list it"
 
 
 def test_the_package_face_exports_what_its_all_names():

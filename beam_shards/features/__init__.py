@@ -23,15 +23,21 @@ Example:
 """
 
 from beam_shards.features.array import Array
-from beam_shards.features.base import VALUE_DTYPES, Feature, cast_safely, feature_from_dict, feature_kinds
+from beam_shards.features.base import (FLOAT_DTYPES, Feature, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, arrow_family,
+                                       cast_safely, casts, feature_from_dict, feature_kinds, list_lengths)
+from beam_shards.features.columns import numpy_values, row_getter
+from beam_shards.features.decode import check_image_mode, decode_table
 from beam_shards.features.files import Audio, Image, Video
-from beam_shards.features.schema import COLUMN_TYPES, HF_METADATA_KEY, SCHEMA_METADATA_KEY, Features, encode_example
+from beam_shards.features.image_check import open_image, sniff_format
+from beam_shards.features.schema import COLUMN_TYPES, Features, HF_METADATA_KEY, SCHEMA_METADATA_KEY, encode_example
 from beam_shards.features.sequence import Sequence
 from beam_shards.features.struct import Struct
-from beam_shards.features.value import ClassLabel, Value
+from beam_shards.features.value import ClassLabel, Value, temporal_type
 
 __all__ = [
-    "Array", "Audio", "COLUMN_TYPES", "ClassLabel", "Feature", "Features", "HF_METADATA_KEY", "Image",
-    "SCHEMA_METADATA_KEY", "Sequence", "Struct", "VALUE_DTYPES", "Value", "Video", "cast_safely", "encode_example",
-    "feature_from_dict", "feature_kinds",
+    "Array", "arrow_family", "Audio", "cast_safely", "casts", "check_image_mode", "ClassLabel", "COLUMN_TYPES",
+    "decode_table", "encode_example", "Feature", "feature_from_dict", "feature_kinds", "Features", "FLOAT_DTYPES",
+    "HF_METADATA_KEY", "Image", "INT_DTYPES", "list_lengths", "NUMERIC_DTYPES", "numpy_values", "open_image",
+    "row_getter", "SCHEMA_METADATA_KEY", "Sequence", "sniff_format", "Struct", "temporal_type", "Value", "VALUE_DTYPES",
+    "Video",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_shards.features import Features
+from beam_shards.features.schema import Features
 
 IMAGE_MODES = ("pil", "numpy", "bytes")
 

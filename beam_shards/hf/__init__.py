@@ -19,5 +19,7 @@ from beam_shards.hf.from_datasets import from_hf, hf_storage_schema
 from beam_shards.hf.metadata import hf_features_of, load_json, saved_dataset
 from beam_shards.hf.to_datasets import hf_dataset
 
-__all__ = ["from_hf", "from_hf_dict", "from_hf_features", "hf_dataset", "hf_features_of", "hf_storage_schema",
-           "load_json", "saved_dataset", "to_hf_features"]
+__all__ = [
+    "from_hf", "from_hf_dict", "from_hf_features", "hf_dataset", "hf_features_of", "hf_storage_schema", "load_json",
+    "saved_dataset", "to_hf_features",
+]
