@@ -16,6 +16,7 @@ reach the folder: the pipelines watch only runs whose workers are all on this ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from typing import TextIO
 
 from beam_shards.display import human_size
 from beam_shards.format.layout import CacheLayout
-from beam_shards.storage import folders
+from beam_shards.storage import folders, local_files
 
 _WRITE_EVERY = 1.0  # seconds between a tally's writes
 
@@ -64,13 +65,14 @@ class Tally:
     def flush(self) -> None:
         """Writes the count now (the folder gone, once the pipeline ended, is no error)."""
         self._written = time.monotonic()
-        temporary = f"{self._file}.tmp"
+        temporary = f"{self._file}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            with open(temporary, "w") as handle:
-                json.dump({"rows": self._rows}, handle)
+            with local_files.create_new(temporary) as handle:
+                handle.write(json.dumps({"rows": self._rows}).encode())
             os.replace(temporary, self._file)
         except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
 
 
 def rows_in(folder: str) -> int:
