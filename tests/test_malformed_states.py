@@ -1,6 +1,7 @@
 """Malformed training states (issue 35): a loader or sampler state cut short, edited, of the wrong types or
 with keys it never had is one clear ValueError naming the key, never a KeyError or TypeError from inside
-the resume. The review's case: a loader state without its sampler part raised KeyError."""
+the resume. The review's case: a loader state without its sampler part raised KeyError. Hypothesis edits
+of states (keys deleted, set to any JSON-like value) load or give one ValueError, nothing else."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from beam_shards import ShardedSampler
+
+from _hostile import SCALE
 
 torch = pytest.importorskip("torch")
 from beam_shards import ShardedDataLoader  # noqa: E402 (needs torch)
@@ -100,3 +104,34 @@ def test_a_whole_state_still_resumes_exactly():
     loader.load_state_dict(state)
     order = np.random.default_rng([1, 0]).permutation(10).tolist()
     assert [int(i) for batch in loader for i in batch] == order[6:]
+
+
+SCALARS = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=8)
+           | st.sampled_from([0, 1, 3, 10, "beam_shards.ShardedSampler/2", "beam_shards.ShardedDataLoader/1"]))
+VALUES = st.recursive(SCALARS, lambda children: st.lists(children, max_size=3)
+                      | st.dictionaries(st.text(max_size=6), children, max_size=3), max_leaves=6)
+KEYS = st.text(max_size=6) | st.sampled_from([
+    "format", "sampler", "batches", "epoch", "offset", "position", "consumed", "world_size", "rank", "num_samples",
+    "seed", "shuffle", "block_size", "drop_last", "dataset"])
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=200 * SCALE, deadline=None, database=None)
+@given(edits=st.lists(st.tuples(st.booleans(), st.sampled_from(["delete", "set"]), KEYS, VALUES), min_size=1,
+                      max_size=4))
+def test_fuzzed_loader_states_load_or_give_one_value_error(edits):
+    state = loader_state()
+    for in_sampler, kind, key, value in edits:
+        target = state["sampler"] if in_sampler and isinstance(state.get("sampler"), dict) else state
+        if kind == "delete":
+            target.pop(key, None)
+        else:
+            target[key] = value
+    loader = ShardedDataLoader(list(range(10)), sampler=ShardedSampler(10, seed=1), batch_size=3)
+    try:
+        loader.load_state_dict(state)
+    except ValueError as error:
+        assert type(error) is ValueError and str(error) and "\n" not in str(error), repr(error)
+        return
+    rest = [int(i) for batch in loader for i in batch]
+    assert len(rest) == len(set(rest)) and set(rest) <= set(range(10)), rest
