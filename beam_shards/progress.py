@@ -20,6 +20,7 @@ Every line is made `printable`: a path cannot rewrite the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from typing import Callable, TextIO
 
 from beam_shards.display import human_size, printable
 from beam_shards.format.layout import CacheLayout
-from beam_shards.storage import folders
+from beam_shards.storage import create_new, folders
 
 _WRITE_EVERY = 1.0  # seconds between a tally's writes
 
@@ -121,13 +122,14 @@ class Tally:
     def flush(self) -> None:
         """Writes the count now (the folder gone, once the pipeline ended, is no error)."""
         self._written = time.monotonic()
-        temporary = f"{self._file}.tmp"
+        temporary = f"{self._file}.{uuid.uuid4().hex[:8]}.tmp"
         try:
-            with open(temporary, "w") as handle:
-                json.dump({"rows": self._rows}, handle)
+            with create_new(temporary) as handle:
+                handle.write(json.dumps({"rows": self._rows}).encode())
             os.replace(temporary, self._file)
         except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
 
 
 def rows_in(folder: str) -> int:

@@ -141,11 +141,13 @@ class _ReadSpec:
                    check_image_mode(image_mode), desired_split_bytes)
 
     def open(self, path: str, version: int | None = None) -> Manifest:
-        """The manifest of a version of the cache at `path`, checked (shards present) and fitting this read.
+        """The manifest of a version of the cache at `path`, checked (shards present, none listed twice) and
+        fitting this read.
 
         Raises SchemaMismatchError or KeyError when this read does not fit the cache.
         """
         manifest = read_metadata(path, version=version)
+        manifest.shards.check_distinct()  # its shards are touched in many workers, none of which sees them all
         if self.features is not None and self.features.fingerprint() != manifest.schema_fingerprint:
             raise SchemaMismatchError(
                 f"the cache at {manifest.path} has schema fingerprint {manifest.schema_fingerprint} but "

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader
 
+from beam_shards.read.saved_state import check_shape, state_int
 from beam_shards.read.sampler import ShardedSampler
 
 STATE_FORMAT = "beam_shards.ShardedDataLoader/1"
@@ -102,11 +103,14 @@ class ShardedDataLoader(DataLoader):
         the rest of that epoch.
 
         Raises:
-          ValueError: not a loader state, or one of another order.
+          ValueError: not a whole loader state (a key missing or unknown, a value of the wrong
+            type: the key is named), or one of another order.
         """
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a ShardedDataLoader state of this version (expected format {STATE_FORMAT!r}); "
-                             f"got {type(state).__name__} {sorted(state) if isinstance(state, dict) else ''}")
+        state = check_shape(state, "ShardedDataLoader", STATE_FORMAT, ("format", "sampler", "batches"))
+        state_int(state, "batches", "ShardedDataLoader")
         sampler: ShardedSampler = self.sampler
-        sampler.load_state_dict(state["sampler"])
+        try:
+            sampler.load_state_dict(state["sampler"])
+        except ValueError as error:
+            raise ValueError(f"ShardedDataLoader state 'sampler': {error}") from None
         self._base, self._consumed, self._finished, self._started = sampler.state_dict(), 0, False, False

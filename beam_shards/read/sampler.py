@@ -18,9 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from beam_shards.display import clip
+from beam_shards.read.saved_state import check_shape, is_int, same_value, state_int
+
 STATE_FORMAT = "beam_shards.ShardedSampler/2"
 # What a state must agree on with the sampler that loads it: the order of every epoch.
 _ORDER_KEYS = ("num_samples", "seed", "shuffle", "block_size", "drop_last", "dataset")
+# Every key of a state: where its rank stands, and that order.
+_STATE_KEYS = ("format", "epoch", "offset", "position", "consumed", "world_size", "rank", *_ORDER_KEYS)
 _MAX_SEED = (1 << 63) - 1
 
 
@@ -123,7 +128,7 @@ class ShardedSampler:
 
     def __init__(self, dataset_or_len: Sized | int, *, shuffle: bool = True, seed: int = 0, rank: int = 0,
                  world_size: int = 1, drop_last: bool = False, block_size: int | None = None):
-        length = dataset_or_len if _is_int(dataset_or_len) else _length(dataset_or_len)
+        length = dataset_or_len if is_int(dataset_or_len) else _length(dataset_or_len)
         self.num_samples = _int(length, "dataset length", low=0)
         self.world_size = _int(world_size, "world_size", low=1)
         self.rank = _int(rank, "rank", low=0)
@@ -231,43 +236,34 @@ class ShardedSampler:
         where it stopped.
 
         Raises:
-          ValueError: the state is not a sampler state, or is of another order (length,
-            seed, shuffle, block_size, drop_last, cache version or view).
+          ValueError: the state is not a whole sampler state (a key missing or unknown, a count
+            not an int: the key is named), or is of another order (length, seed, shuffle,
+            block_size, drop_last, cache version or view).
         """
         self._state = self._checked(state).rebased(self.world_size)
         self._yielded = self._iteration = None
         self.generation += 1
 
     def _checked(self, state: Any) -> SamplerState:
-        if not isinstance(state, dict):
-            raise ValueError(f"a sampler state is a dict from ShardedSampler.state_dict(); got {type(state).__name__}")
-        if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a ShardedSampler state of this version (format {state.get('format')!r}, "
-                             f"expected {STATE_FORMAT!r}); got keys {sorted(state)}")
-        missing = [key for key in (*_ORDER_KEYS, "epoch", "offset", "position", "world_size") if key not in state]
-        if missing:
-            raise ValueError(f"sampler state lacks {missing}; got keys {sorted(state)}")
+        state = check_shape(state, "ShardedSampler", STATE_FORMAT, _STATE_KEYS)
+        counts = {key: state_int(state, key, "ShardedSampler", low=int(key == "world_size"))
+                  for key in ("epoch", "offset", "position", "consumed", "world_size", "rank")}
         mine = {key: getattr(self, key) for key in _ORDER_KEYS}
-        differ = {key: (state[key], value) for key, value in mine.items() if state[key] != value}
+        differ = {key: (state[key], value) for key, value in mine.items() if not same_value(state[key], value)}
         if differ:
-            shown = ", ".join(f"{key} {saved!r} (this sampler: {value!r})" for key, (saved, value) in differ.items())
+            shown = ", ".join(f"{key} {clip(repr(saved))} (this sampler: {value!r})"
+                              for key, (saved, value) in differ.items())
             raise ValueError(f"sampler state is for another order: {shown}")
-        world_size = _int(state["world_size"], "state world_size", low=1)
-        saved = SamplerState(_int(state["epoch"], "state epoch", low=0), _int(state["offset"], "state offset", low=0),
-                             _int(state["position"], "state position", low=0), world_size, self.num_samples,
-                             self.drop_last)
+        saved = SamplerState(counts["epoch"], counts["offset"], counts["position"], counts["world_size"],
+                             self.num_samples, self.drop_last)
         if saved.offset > self.num_samples or saved.position > saved.segment_length():
             raise ValueError(f"sampler state offset {saved.offset} and position {saved.position} are past the epoch "
-                             f"of {self.num_samples} samples on {world_size} rank(s)")
+                             f"of {self.num_samples} samples on {saved.world_size} rank(s)")
         return saved
 
 
 def _shuffled_block(rng: np.random.Generator, start: int, stop: int) -> np.ndarray:
     return start + rng.permutation(stop - start).astype(np.int64)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _length(dataset: Any) -> int:
@@ -278,7 +274,7 @@ def _length(dataset: Any) -> int:
 
 
 def _int(value: Any, what: str, low: int | None = None, high: int | None = None) -> int:
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(f"{what} must be an int; got {value!r}")
     value = operator.index(value)
     if low is not None and value < low:

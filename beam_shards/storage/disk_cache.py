@@ -4,11 +4,17 @@ Layout of the cache folder:
   `<32 hex>-crc32-<8 hex>-<size>.arrow`  a complete file: the shard whose store URI has a SHA-256 starting with
                                          those 32 hex digits, of that checksum and size, checked before it got
                                          this name;
-  `<that name>.tmp-<pid>-<tid>`          a download in progress (never served);
+  `<that name>.tmp-<pid>-<16 hex>`       a download in progress (never served), a random name created exclusively;
   `<that name>.lock`                     the lock one download of that file holds (empty, kept);
   `.evict.lock`                          the lock an eviction holds;
   `crc32-<8 hex>-<size>.arrow`           a file of an earlier layout, named without its URI: never served, counted
                                          and evicted like the others (and its `.tmp-` files cleaned up the same way).
+
+The folder is its user's alone: made with mode 0700, and refused (`CacheError`) when it is a link, another
+user's, or writable by others, since whoever can write in it could plant a link where a download is written. No
+file is written through a link: a download's temporary is created exclusively (`local_files.create_new`), a
+complete file is opened without following one (a link there is replaced like a damaged file), renames and
+deletes act on names.
 
 Shards are immutable and named by where they are stored, their checksum and their size, so a file under its final
 name is never stale, and caches sharing the folder never serve each other's shards, however alike their sizes and
@@ -26,10 +32,11 @@ store with ranged reads instead, and warns once per process and folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
-import threading
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -39,11 +46,13 @@ import filelock
 
 from beam_shards.errors import CorruptCacheError
 from beam_shards.storage.checksum import CHECKSUM_PATTERN, Crc32
+from beam_shards.storage.local_files import create_new, private_folder
 
 _CHUNK = 4 << 20
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 _URI_DIGITS = 32
 _FILE = re.compile(rf"(?:[0-9a-f]{{{_URI_DIGITS}}}-)?crc32-[0-9a-f]{{8}}-\d+\.arrow")
-_TEMPORARY = re.compile(rf"{_FILE.pattern}\.tmp-(\d+)-\d+")
+_TEMPORARY = re.compile(rf"{_FILE.pattern}\.tmp-(\d+)-[0-9a-f]+")
 _STALE_SECONDS = 3600
 """A temporary not written to for this long is left over, even if a process with its pid runs (pids are reused)."""
 
@@ -67,11 +76,12 @@ class DiskCache:
         >>> path = cache.get(uri, shard.checksum, shard.num_bytes, lambda: FileSystems.open(uri))  # doctest: +SKIP
 
     Args:
-      cache_dir: the folder (created at the first download).
+      cache_dir: the folder (created with mode 0700 at the first download).
       max_bytes: the most bytes of complete files the folder keeps; a larger file is never cached.
 
     Raises:
       ValueError: `cache_dir` is empty or `max_bytes` is not a positive int.
+      CacheError: `cache_dir` exists but is not this user's alone (see `local_files.private_folder`).
     """
 
     def __init__(self, cache_dir: str, max_bytes: int):
@@ -80,6 +90,7 @@ class DiskCache:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
         self.cache_dir = os.path.abspath(cache_dir)
+        private_folder(self.cache_dir, create=False)
         self.max_bytes = max_bytes
         self.hits = self.misses = self.bytes_fetched = 0
 
@@ -107,6 +118,7 @@ class DiskCache:
 
         Raises:
           ValueError: `uri` is not a path, `key` not a checksum or `size` not a count of bytes.
+          CacheError: the cache folder is not this user's alone (checked before each download).
           CorruptCacheError: the fetched bytes do not have `size` or checksum `key`; nothing was kept.
           Whatever `fetch()` or reading its stream raises; nothing was kept.
         """
@@ -136,7 +148,7 @@ class DiskCache:
         if _complete(path, key, size):
             self.hits += 1
             return path
-        os.makedirs(self.cache_dir, exist_ok=True)
+        private_folder(self.cache_dir, create=True)
         with filelock.FileLock(path + ".lock"):
             if _complete(path, key, size):  # Another process downloaded it while this one waited.
                 self.hits += 1
@@ -156,10 +168,11 @@ class DiskCache:
         """
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)  # Damaged or of the wrong size: absent.
-        temporary = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+        temporary = _temporary_name(path)
         crc = Crc32()
+        out = create_new(temporary)
         try:
-            with open(temporary, "wb") as out, contextlib.closing(_stream(fetch, size)) as chunks:
+            with out, contextlib.closing(_stream(fetch, size)) as chunks:
                 for chunk in chunks:
                     crc.update(chunk)
                     self.bytes_fetched += len(chunk)
@@ -190,7 +203,7 @@ class DiskCache:
                 for entry in entries:
                     with contextlib.suppress(FileNotFoundError):
                         if _FILE.fullmatch(entry.name):
-                            stat = entry.stat()
+                            stat = entry.stat(follow_symlinks=False)
                             files.append((stat.st_mtime_ns, stat.st_size, entry.path))
                         elif (match := _TEMPORARY.fullmatch(entry.name)) and _left_over(entry, int(match[1])):
                             os.remove(entry.path)
@@ -242,17 +255,22 @@ def _file_name(uri: str, key: str, size: int) -> str:
     return f"{where}-crc32-{key[len('crc32:'):]}-{size}.arrow"
 
 
+def _temporary_name(path: str) -> str:
+    """A name for a download into `path` that no other download uses (random, so none can be foreseen)."""
+    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+
+
 def _complete(path: str, key: str, size: int) -> bool:
     """Whether `path` holds the whole file of checksum `key` and `size` bytes; if so, marks it as just used.
 
-    A file this process has not checked yet is read whole and checked; one that is absent, of another size or
-    damaged gives False.
+    A file this process has not checked yet is read whole and checked; one that is absent, of another size,
+    damaged or a link gives False.
 
     Raises:
-      OSError: the file cannot be read or marked used (other than being absent).
+      OSError: the file cannot be read or marked used (other than being absent or a link).
     """
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(os.open(path, _READ_FLAGS), "rb") as handle:
             stat = os.fstat(handle.fileno())
             if stat.st_size != size:
                 return False
@@ -264,15 +282,19 @@ def _complete(path: str, key: str, size: int) -> bool:
                 if (crc.checksum(), crc.size) != (key, size):
                     return False
                 _VERIFIED.add(identity)
-        os.utime(path)
+            os.utime(handle.fileno())
     except FileNotFoundError:
         return False
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # a link where a file should be: replaced by a download
+            return False
+        raise
     return True
 
 
 def _left_over(entry: os.DirEntry, pid: int) -> bool:
     """Whether the temporary `entry` of process `pid` was left by a process that died (or stalled for an hour)."""
-    if time.time() - entry.stat().st_mtime > _STALE_SECONDS:
+    if time.time() - entry.stat(follow_symlinks=False).st_mtime > _STALE_SECONDS:
         return True
     try:
         os.kill(pid, 0)

@@ -22,7 +22,7 @@ import stat
 from typing import TYPE_CHECKING, BinaryIO
 
 from beam_shards.errors import FileTooLargeError
-from beam_shards.storage import store_calls, store_errors
+from beam_shards.storage import local_files, store_calls, store_errors
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -85,14 +85,18 @@ _CREATE_ATTEMPTS = 5
 
 
 def create(path: str) -> BinaryIO:
-    """Opens a new file for writing (its folder made if missing); local paths need no Beam."""
+    """Opens a new file for writing (its folder made if missing); local paths need no Beam.
+
+    A local file is created exclusively, never through a link (`local_files.create_new`): nothing may be
+    at `path` yet (FileExistsError), which holds since every writer picks names no other run uses.
+    """
     if is_local(path):
         target = local_path(path)
         folder = os.path.dirname(os.path.abspath(target))
         for attempt in range(_CREATE_ATTEMPTS):
             try:
                 os.makedirs(folder, exist_ok=True)
-                return open(target, "wb")
+                return local_files.create_new(target)
             except FileNotFoundError:
                 # Another write removed an empty parent (`_staging/`) between our makedirs' steps, or
                 # between it and the open: make the folders again.

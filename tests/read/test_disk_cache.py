@@ -28,7 +28,7 @@ import zlib
 import pytest
 
 from beam_shards.errors import CorruptCacheError
-from beam_shards.storage import disk_cache
+from beam_shards.storage import disk_cache, local_files
 from beam_shards.storage.checksum import format_checksum
 from beam_shards.storage.disk_cache import DiskCache
 
@@ -292,12 +292,10 @@ def test_files_of_the_earlier_layout_are_never_served_and_are_evicted(tmp_path):
     assert names(tmp_path) == [os.path.basename(path)]
 
 
-def open_on_a_full_disk(path, mode="r", *args, **kwargs):
-    """`open` for `disk_cache` on a full disk: a file is created, writing to it fails as writing to /dev/full does."""
-    if "w" not in mode:
-        return open(path, mode, *args, **kwargs)
-    open(path, mode).close()
-    return open("/dev/full", mode, *args, **kwargs)
+def create_on_a_full_disk(path):
+    """`create_new` for `disk_cache` on a full disk: the file is created, writing to it fails as writing to /dev/full does."""
+    local_files.create_new(path).close()
+    return open("/dev/full", "wb")
 
 
 def failing(code: int):
@@ -322,7 +320,7 @@ def test_a_cache_folder_that_cannot_be_written_leaves_reads_to_the_store_and_war
                                                                                       failure, code):
     folder = tmp_path / "cache"
     if failure == "write":
-        monkeypatch.setattr(disk_cache, "open", open_on_a_full_disk, raising=False)
+        monkeypatch.setattr(disk_cache, "create_new", create_on_a_full_disk)
     elif failure == "rename":
         monkeypatch.setattr(os, "replace", failing(code))
     else:

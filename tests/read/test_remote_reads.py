@@ -17,7 +17,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from beam_shards import ArrowBackend, Features, Image, ShardedDataset, Value, write_shards
-from beam_shards.storage import disk_cache, fs
+from beam_shards.storage import disk_cache, fs, local_files
 from beam_shards.storage.checksum import Crc32
 
 from _paths import REPO
@@ -201,19 +201,17 @@ def test_a_copy_damaged_in_place_is_fetched_again_and_serves_the_right_rows(remo
     assert ids_and_pads(ArrowBackend.open(remote_cache, cache_dir=str(cache_dir)), rows) == expected
 
 
-def open_on_a_full_disk(path, mode="r", *args, **kwargs):
-    """`open` for the disk cache on a full disk: a file is created, writing to it fails as writing to /dev/full does."""
-    if "w" not in mode:
-        return open(path, mode, *args, **kwargs)
-    open(path, mode).close()
-    return open("/dev/full", mode, *args, **kwargs)
+def create_on_a_full_disk(path):
+    """`create_new` for the disk cache on a full disk: the file is created, writing to it fails as writing to /dev/full does."""
+    local_files.create_new(path).close()
+    return open("/dev/full", "wb")
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("store", ["s3"], indirect=True)
 def test_a_full_disk_under_the_cache_dir_leaves_reads_to_the_store_with_one_warning(remote_cache, tmp_path,
                                                                                    monkeypatch):
-    monkeypatch.setattr(disk_cache, "open", open_on_a_full_disk, raising=False)
+    monkeypatch.setattr(disk_cache, "create_new", create_on_a_full_disk)
     cache_dir = tmp_path / "shard_cache"
     backend = ArrowBackend.open(remote_cache, cache_dir=str(cache_dir))
     assert backend.num_shards >= 3

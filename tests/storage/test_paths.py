@@ -52,21 +52,19 @@ def test_gc_in_a_folder_with_glob_characters(tmp_path):
 
 def test_create_makes_its_folder_again_when_another_write_removed_it_meanwhile(tmp_path, monkeypatch):
     """The race two local writers ran into: one removed the empty `_staging/` between the other's makedirs and open."""
-    import builtins
-
-    from beam_shards.storage import fs
+    from beam_shards.storage import fs, local_files
 
     target = tmp_path / "_staging" / "write" / "part-00000.arrow"
-    removed = []
+    removed, create_new = [], local_files.create_new
 
-    def racing_open(path, mode="r", *args, **kwargs):
+    def racing_create(path):
         if not removed and str(path) == str(target):
             removed.append(1)
             os.rmdir(target.parent)
             os.rmdir(target.parent.parent)
-        return builtins.open(path, mode, *args, **kwargs)
+        return create_new(path)
 
-    monkeypatch.setattr(fs, "open", racing_open, raising=False)
+    monkeypatch.setattr(local_files, "create_new", racing_create)
     with fs.create(str(target)) as handle:
         handle.write(b"x")
     assert removed and target.read_bytes() == b"x"
