@@ -42,15 +42,15 @@ class Features(Mapping[str, Feature]):
       features: a mapping of column name to feature.
 
     Raises:
-      FeatureError: no feature at all, a name that is not a non-empty string, or a value
-        that is not a feature.
+      FeatureError: no feature at all, a name that is not a non-empty string or holds a
+        control character (NUL, a line break, an escape...), or a value that is not a feature.
     """
 
     def __init__(self, features: Mapping[str, Feature]):
         if not features:
             # An Arrow batch without columns has no rows: every example would be lost.
             raise FeatureError("Features needs at least one feature; a cache without columns cannot hold rows")
-        check_named(features, "feature")
+        check_named(features, "column")
         self._features = dict(features)
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)

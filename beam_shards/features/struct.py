@@ -36,8 +36,8 @@ class Struct(Feature):
       nullable: whether None is a valid value for the whole record.
 
     Raises:
-      FeatureError: no field, a name that is not a non-empty string, or a value that is
-        not a feature.
+      FeatureError: no field, a name that is not a non-empty string or holds a control
+        character, or a value that is not a feature.
     """
 
     def __init__(self, fields: Mapping[str, Feature], *, nullable: bool = False):
