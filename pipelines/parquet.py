@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from beam_shards.display import few
 from beam_shards.errors import FeatureError
 from beam_shards.features import Array, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
 from beam_shards.features.base import NUMERIC_DTYPES
@@ -211,11 +212,12 @@ class _ReadRowGroupFn(beam.DoFn):
         columns = list(self._features)
         with fs.open_read(path) as handle:
             parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER_BYTES, pre_buffer=False)
-            missing = [name for name in columns if name not in parquet.schema_arrow.names]
+            names = parquet.schema_arrow.names
+            present = set(names)
+            missing = [name for name in columns if name not in present]
             if missing:
                 yield (Where(path, first, f"{path}, row group {group}"),
-                       common.Malformed(f"has no column {', '.join(map(repr, missing))} "
-                                        f"(its columns: {', '.join(parquet.schema_arrow.names)})"))
+                       common.Malformed(f"has no column {few(missing)} (its columns: {few(names)})"))
                 return
             rows = batch_rows(parquet.metadata.row_group(group), columns, self._batch_size)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):
