@@ -64,6 +64,11 @@ class Features(Mapping[str, Feature]):
         self._schema: pa.Schema | None = None
         self._stored: dict[str, pa.Schema] = {}
 
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Feature]]]:
+        # Pickled as the features alone, without the encoders and schemas derived from them:
+        # Beam pickles the features into each step of a pipeline, and unpickles them for each bundle.
+        return Features, (self._features,)
+
     def __getitem__(self, name: str) -> Feature:
         return self._features[name]
 
