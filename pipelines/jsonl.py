@@ -14,13 +14,17 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from beam_shards.features import Features
-from pipelines import common, tabular
+from pipelines import common, lines, tabular
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
-    """`(line number, object or Malformed)` for each non-blank line of a JSONL stream."""
-    for line_number, line in enumerate(handle, start=1):
-        if not line.strip():
+    """`(line number, object or Malformed)` for each non-blank line of a JSONL stream; a line
+    too long (`lines.MAX_LINE_BYTES`) is a Malformed."""
+    for line_number, line in enumerate(lines.bounded_lines(handle), start=1):
+        if line is None:
+            yield line_number, common.Malformed(lines.too_long_reason())
+            continue
+        if line.isspace():
             continue
         try:
             row = json.loads(line)
