@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from beam_shards.display import few, short_repr
 from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
                                   Video)
-from pipelines import common, lines, tabular
+from pipelines import common, lines, nesting, tabular
 
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
@@ -128,7 +128,7 @@ def guess_value(cell: str) -> Any:
         return float(cell)
     if cell.startswith(("[", "{")):
         try:
-            return json.loads(cell)
+            return nesting.loads(cell)
         except json.JSONDecodeError:
             pass
     return cell
@@ -144,12 +144,14 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
         if isinstance(feature, ClassLabel):
             return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
         if isinstance(feature, (SequenceFeature, Array, Struct)):
-            value = json.loads(cell)
+            value = nesting.loads(cell)
             if not isinstance(value, dict if isinstance(feature, Struct) else list):
                 raise ValueError
             return value
         if isinstance(feature, Value):
             return _scalar(cell, feature.dtype)
+    except nesting.TooDeep as error:
+        raise ValueError(f"column {column!r}: {error}") from None
     except ValueError:
         raise ValueError(f"column {column!r} ({feature!r}): cannot read {short_repr(cell)} as "
                          f"{_expected(feature)}") from None

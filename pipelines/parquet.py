@@ -33,7 +33,7 @@ from beam_shards.features.value import temporal_type
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
-from pipelines import common, tabular
+from pipelines import common, nesting, tabular
 from pipelines.where import Where
 
 # Column chunks are read through a buffer of this size, page by page, rather than whole.
@@ -52,9 +52,11 @@ def feature_from_arrow(name: str, arrow_type: pa.DataType, nullable: bool = Fals
     """The feature of a Parquet column from its Arrow type.
 
     Raises:
-      FeatureError: no feature holds values of this type (a map, an interval...); names
-        the column and its type, and says what works instead.
+      FeatureError: no feature holds values of this type (a map, an interval...), or it
+        nests deeper than `nesting.MAX_DEPTH` levels; names the column and its type, and
+        says what works instead.
     """
+    nesting.check_arrow_type(name, arrow_type)
     feature = _feature_of_type(arrow_type, nullable)
     if feature is None:
         raise FeatureError(
