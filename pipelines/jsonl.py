@@ -27,7 +27,7 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
         if line.isspace():
             continue
         try:
-            row = nesting.loads(line)
+            row = nesting.loads(line.decode("utf-8-sig"))
         except UnicodeDecodeError as error:
             yield line_number, common.Malformed(f"is not UTF-8 text (byte {error.start})")
             continue

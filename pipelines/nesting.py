@@ -27,9 +27,9 @@ class TooDeep(ValueError):
 
 
 def json_text_depth(text: bytes | bytearray) -> int:
-    """How many levels of lists and objects JSON text nests: 0 for a number or a string, 1
-    for a flat list. For text that is not JSON, at least as many as a parser opens before
-    it fails: brackets are counted outside strings, whatever their kinds.
+    """How many levels of lists and objects JSON text in UTF-8 nests: 0 for a number or a
+    string, 1 for a flat list. For text that is not JSON, at least as many as a parser opens
+    before it fails: brackets are counted outside strings, whatever their kinds.
 
     Example:
         >>> json_text_depth(b'{"a": [1, "]]][[["]}')
@@ -53,18 +53,18 @@ def json_text_depth(text: bytes | bytearray) -> int:
     return deepest
 
 
-def check_json_text(text: str | bytes | bytearray) -> None:
+def check_json_text(text: str) -> None:
     """Raises TooDeep when JSON text nests lists and objects deeper than `MAX_DEPTH` levels."""
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
         return
-    depth = json_text_depth(data)
+    depth = json_text_depth(text.encode("utf-8", "surrogatepass"))
     if depth > MAX_DEPTH:
         raise TooDeep(f"nests lists and objects {depth} levels deep, deeper than the {MAX_DEPTH} an input may")
 
 
-def loads(text: str | bytes | bytearray) -> Any:
-    """`json.loads(text)` once `check_json_text` passes.
+def loads(text: str) -> Any:
+    """`json.loads(text)` once `check_json_text` passes. Text rather than bytes, which the
+    parser may read as UTF-16 or UTF-32, where the brackets are not the bytes counted.
 
     Raises:
       TooDeep: nested deeper than `MAX_DEPTH` levels. ValueError: not JSON.

@@ -9,6 +9,7 @@ The fuzzers that feed any mix of these to the readers are in test_hostile_inputs
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import pickle
@@ -154,6 +155,15 @@ def test_nesting_past_64_levels_is_a_bad_input_named_by_file_and_line(tmp_path, 
         (tmp_path / name).write_text(text)
     flags = [str(tmp_path / flag) if flag in files else flag for flag in flags]
     refused_then_skipped(pipeline, tmp_path / input_file, tmp_path / "out", words, 1, *flags)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-32-be"])
+def test_a_jsonl_line_in_utf16_or_utf32_nested_100000_deep_is_a_malformed_line(encoding):
+    # The JSON parser reads bytes as UTF-16 or UTF-32 when their zeros say so, where the brackets
+    # are not the bytes counted (U+2200 holds the byte of a quote): lines are parsed as UTF-8 text.
+    line = ('{"v": ["\u2200", ' + nested(100_000) + "]}").encode(encoding)
+    [(number, row)] = jsonl.read_rows(io.BytesIO(line))
+    assert number == 1 and isinstance(row, common.Malformed), row
 
 
 def test_a_parquet_column_nested_past_64_levels_is_a_usage_error(tmp_path, capsys):
