@@ -157,6 +157,14 @@ def test_nesting_past_64_levels_is_a_bad_input_named_by_file_and_line(tmp_path, 
     refused_then_skipped(pipeline, tmp_path / input_file, tmp_path / "out", words, 1, *flags)
 
 
+def test_jsonl_nested_64_deep_whose_features_a_manifest_cannot_hold_fails_in_one_line(tmp_path, capsys):
+    (tmp_path / "m.jsonl").write_text(jsonl_row(64))
+    argv = ["--input", str(tmp_path / "m.jsonl"), "--output", str(tmp_path / "out"), "--runner=FnApiRunner"]
+    assert common.main(jsonl.run, argv) == 1
+    [error] = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith("error: the features and metadata nest") and f"a manifest may nest {MAX_DEPTH}" in error
+
+
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-32-be"])
 def test_a_jsonl_line_in_utf16_or_utf32_nested_100000_deep_is_a_malformed_line(encoding):
     # The JSON parser reads bytes as UTF-16 or UTF-32 when their zeros say so, where the brackets
