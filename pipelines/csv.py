@@ -51,19 +51,21 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
                 if header is None:
                     return
                 if header and header[0].lstrip().startswith("{"):
-                    yield 1, common.Malformed("looks like JSON lines, not CSV; convert it with python -m pipelines.jsonl")
+                    yield 1, common.Malformed("looks like JSON lines, not CSV; convert it with "
+                                              "python -m pipelines.jsonl")
                     return
                 if len(set(header)) != len(header) or "" in header:
                     yield 1, common.Malformed(f"the header ({few(header)}) has an empty or repeated column name")
                     return
                 end = source.number
-            source.row_bytes = 0
+            source.row_chars = 0
             for row in reader:
-                start, end, source.row_bytes = end + 1, source.number, 0
+                start, end, source.row_chars = end + 1, source.number, 0
                 if not row:
                     continue
                 if len(row) != len(header):
-                    yield start, common.Malformed(f"has {len(row)} fields, the header has {len(header)} ({few(header)})")
+                    yield start, common.Malformed(
+                        f"has {len(row)} fields, the header has {len(header)} ({few(header)})")
                     continue
                 yield start, dict(zip(header, row))
             return
@@ -95,7 +97,7 @@ class _Lines:
         self._lines = lines.bounded_lines(handle)
         self._split: collections.deque[str] = collections.deque()
         self.number = 0  # lines read
-        self.row_bytes = 0  # bytes read since the row began (the reader's caller sets it to 0 between rows)
+        self.row_chars = 0  # characters read since the row began (the reader's caller sets it to 0 between rows)
 
     def __iter__(self) -> _Lines:
         return self
@@ -110,8 +112,8 @@ class _Lines:
             self._split.extend(_LINE.findall(text) if 0 <= text.find("\r", 0, len(text) - 2) else (text,))
         text = self._split.popleft()
         self.number += 1
-        self.row_bytes += len(text)
-        if self.row_bytes > lines.MAX_LINE_BYTES:
+        self.row_chars += len(text)  # at most as many as the bytes they were read from
+        if self.row_chars > lines.MAX_LINE_BYTES:
             raise _RowTooLong(f"the row that reaches line {self.number} {lines.too_long_reason()}")
         return text
 

@@ -198,7 +198,8 @@ def test_a_jsonl_row_of_100000_keys_is_named_with_a_few_of_them(tmp_path):
     (tmp_path / "m.jsonl").write_text('{"n": 1}\n' + wide + "\n")
     (tmp_path / "f.json").write_text(json.dumps(Features({"n": Value("int64")}).to_dict()))
     words = ["m.jsonl, line 2", "unknown fields 'k0', 'k1', 'k2', 'k3', 'k4' and 99,995 more"]
-    refused_then_skipped(jsonl, tmp_path / "m.jsonl", tmp_path / "out", words, 1, "--features", str(tmp_path / "f.json"))
+    refused_then_skipped(jsonl, tmp_path / "m.jsonl", tmp_path / "out", words, 1,
+                         "--features", str(tmp_path / "f.json"))
     [bad] = read_bad_inputs(str(tmp_path / "out"))
     assert len(bad["error"]) < 500, bad
 
