@@ -1,12 +1,16 @@
 """Short text forms for people: sizes in decimal units, and values cut to a length.
 
-Used in error messages (`short_repr`, `printable`), by the command line and by each
+Used in error messages (`short_repr`, `printable`, `few` names of many), by the command line and by each
 feature kind's `describe`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+# How many names a message lists before "and N more": an input may hold a hundred thousand.
+SHOWN_NAMES = 5
 
 
 def human_size(num_bytes: float) -> str:
@@ -23,6 +27,14 @@ def human_size(num_bytes: float) -> str:
 def clip(text: str, limit: int = 80) -> str:
     """`text` cut to `limit` characters, ending in "..." when it was cut."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def few(names: Iterable[Any], shown: int = SHOWN_NAMES) -> str:
+    """The first `shown` of `names` (each as `repr`, cut to 40 characters), then how many
+    more: `'a', 'b' and 3 more`."""
+    names = list(names)
+    listed = ", ".join(clip(repr(name), 40) for name in names[:shown])
+    return listed + (f" and {len(names) - shown:,} more" if len(names) > shown else "")
 
 
 def printable(text: str) -> str:

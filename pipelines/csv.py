@@ -12,18 +12,20 @@ library's `csv`, which it uses.
 
 from __future__ import annotations
 
+import collections
 import csv
-import io
 import json
 import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from beam_shards.display import short_repr
+from beam_shards.display import few, short_repr
 from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
                                   Video)
-from pipelines import common, tabular
+from pipelines import common, lines, nesting, tabular
 
+# A line of text and its line break: "\r\n", "\n" or a lone "\r".
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _TRUE = ("true", "yes", "1")
@@ -31,33 +33,89 @@ _FALSE = ("false", "no", "0")
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
-    """`(line number, {column: cell} or Malformed)` for each non-blank row after the header."""
-    text = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text)
-    line = 0
-    try:
-        header = next(reader, None)
-        if header is None:
+    """`(line number, {column: cell} or Malformed)` for each non-blank row after the header.
+
+    A line longer than `lines.MAX_LINE_BYTES` is a Malformed, and reading goes on after
+    it; a row of several lines longer than that together, or text that cannot be split
+    into rows, ends the file with a Malformed.
+    """
+    # The csv module's own bound on a field (128 KiB by default) would refuse what the line bound allows.
+    csv.field_size_limit(max(csv.field_size_limit(), lines.MAX_LINE_BYTES))
+    source = _Lines(handle)
+    header, end = None, 0
+    while True:
+        try:
+            reader = csv.reader(source)
+            if header is None:
+                header = next(reader, None)
+                if header is None:
+                    return
+                if header and header[0].lstrip().startswith("{"):
+                    yield 1, common.Malformed("looks like JSON lines, not CSV; convert it with "
+                                              "python -m pipelines.jsonl")
+                    return
+                if len(set(header)) != len(header) or "" in header:
+                    yield 1, common.Malformed(f"the header ({few(header)}) has an empty or repeated column name")
+                    return
+                end = source.number
+            source.row_chars = 0
+            for row in reader:
+                start, end, source.row_chars = end + 1, source.number, 0
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    yield start, common.Malformed(
+                        f"has {len(row)} fields, the header has {len(header)} ({few(header)})")
+                    continue
+                yield start, dict(zip(header, row))
             return
-        line = reader.line_num
-        if header and header[0].lstrip().startswith("{"):
-            yield 1, common.Malformed("looks like JSON lines, not CSV; convert it with python -m pipelines.jsonl")
+        except _LineTooLong:
+            yield source.number, common.Malformed(lines.too_long_reason())
+            if header is None:
+                return
+            end = source.number  # and on, with a reader from the next line
+        except (csv.Error, UnicodeDecodeError, _RowTooLong) as error:
+            # The rest of the file cannot be split into rows reliably.
+            yield end + 1, common.Malformed(f"cannot be read as CSV from here on: {error}")
             return
-        if len(set(header)) != len(header) or "" in header:
-            yield 1, common.Malformed(f"the header {header} has an empty or repeated column name")
-            return
-        for row in reader:
-            start, line = line + 1, reader.line_num
-            if not row:
-                continue
-            if len(row) != len(header):
-                yield start, common.Malformed(
-                    f"has {len(row)} fields, the header has {len(header)} ({', '.join(header)})")
-                continue
-            yield start, dict(zip(header, row))
-    except (csv.Error, UnicodeDecodeError) as error:
-        # The rest of the file cannot be split into rows reliably.
-        yield line + 1, common.Malformed(f"cannot be read as CSV from here on: {error}")
+
+
+class _LineTooLong(Exception):
+    """A line longer than `lines.MAX_LINE_BYTES`: a new csv reader reads on from the next line."""
+
+
+class _RowTooLong(ValueError):
+    """A row of several lines, together longer than `lines.MAX_LINE_BYTES`."""
+
+
+class _Lines:
+    """The lines of a CSV stream as text, for a csv reader: split at each line break (a lone
+    `\\r` too, as a text file opened with `newline=""` is), and counted. A line too long
+    raises _LineTooLong; a line that makes the row it is part of too long, _RowTooLong."""
+
+    def __init__(self, handle: BinaryIO):
+        self._lines = lines.bounded_lines(handle)
+        self._split: collections.deque[str] = collections.deque()
+        self.number = 0  # lines read
+        self.row_chars = 0  # characters read since the row began (the reader's caller sets it to 0 between rows)
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if not self._split:
+            line = next(self._lines)
+            if line is None:
+                self.number += 1
+                raise _LineTooLong
+            text = line.decode("utf-8-sig" if self.number == 0 else "utf-8")
+            self._split.extend(_LINE.findall(text) if 0 <= text.find("\r", 0, len(text) - 2) else (text,))
+        text = self._split.popleft()
+        self.number += 1
+        self.row_chars += len(text)  # at most as many as the bytes they were read from
+        if self.row_chars > lines.MAX_LINE_BYTES:
+            raise _RowTooLong(f"the row that reaches line {self.number} {lines.too_long_reason()}")
+        return text
 
 
 def guess_value(cell: str) -> Any:
@@ -72,7 +130,7 @@ def guess_value(cell: str) -> Any:
         return float(cell)
     if cell.startswith(("[", "{")):
         try:
-            return json.loads(cell)
+            return nesting.loads(cell)
         except json.JSONDecodeError:
             pass
     return cell
@@ -88,12 +146,14 @@ def cell_value(cell: str, feature: Feature, column: str) -> Any:
         if isinstance(feature, ClassLabel):
             return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
         if isinstance(feature, (SequenceFeature, Array, Struct)):
-            value = json.loads(cell)
+            value = nesting.loads(cell)
             if not isinstance(value, dict if isinstance(feature, Struct) else list):
                 raise ValueError
             return value
         if isinstance(feature, Value):
             return _scalar(cell, feature.dtype)
+    except nesting.TooDeep as error:
+        raise ValueError(f"column {column!r}: {error}") from None
     except ValueError:
         raise ValueError(f"column {column!r} ({feature!r}): cannot read {short_repr(cell)} as "
                          f"{_expected(feature)}") from None

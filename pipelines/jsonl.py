@@ -14,24 +14,30 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from beam_shards.features import Features
-from pipelines import common, tabular
+from pipelines import common, lines, nesting, tabular
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
-    """`(line number, object or Malformed)` for each non-blank line of a JSONL stream."""
-    for line_number, line in enumerate(handle, start=1):
-        if not line.strip():
+    """`(line number, object or Malformed)` for each non-blank line of a JSONL stream; a line
+    too long (`lines.MAX_LINE_BYTES`) or nested too deeply (`nesting.MAX_DEPTH`) is a Malformed."""
+    for line_number, line in enumerate(lines.bounded_lines(handle), start=1):
+        if line is None:
+            yield line_number, common.Malformed(lines.too_long_reason())
+            continue
+        if line.isspace():
             continue
         try:
-            row = json.loads(line)
+            row = nesting.loads(line.decode("utf-8-sig"))
         except UnicodeDecodeError as error:
             yield line_number, common.Malformed(f"is not UTF-8 text (byte {error.start})")
             continue
         except json.JSONDecodeError as error:
             yield line_number, common.Malformed(f"is not valid JSON ({error.msg} at column {error.colno})")
             continue
-        except (ValueError, RecursionError) as error:
-            # An int of more digits than Python converts, or arrays nested past the recursion limit.
+        except nesting.TooDeep as error:
+            yield line_number, common.Malformed(str(error))
+            continue
+        except ValueError as error:  # an int of more digits than Python converts
             yield line_number, common.Malformed(f"cannot be read as JSON: {error}")
             continue
         if not isinstance(row, dict):

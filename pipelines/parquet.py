@@ -26,11 +26,12 @@ import pyarrow.parquet as pq
 
 from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
                          Value, Video)
+from beam_shards.display import few
 from beam_shards.features import NUMERIC_DTYPES, temporal_type
 from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
 from beam_shards.shards import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
-from pipelines import common, tabular
+from pipelines import common, nesting, tabular
 from pipelines.where import Where
 
 # Column chunks are read through a buffer of this size, page by page, rather than whole.
@@ -49,9 +50,11 @@ def feature_from_arrow(name: str, arrow_type: pa.DataType, nullable: bool = Fals
     """The feature of a Parquet column from its Arrow type.
 
     Raises:
-      FeatureError: no feature holds values of this type (a map, an interval...); names
-        the column and its type, and says what works instead.
+      FeatureError: no feature holds values of this type (a map, an interval...), or it
+        nests deeper than `nesting.MAX_DEPTH` levels; names the column and its type, and
+        says what works instead.
     """
+    nesting.check_arrow_type(name, arrow_type)
     feature = _feature_of_type(arrow_type, nullable)
     if feature is None:
         raise FeatureError(
@@ -207,11 +210,12 @@ class _ReadRowGroupFn(beam.DoFn):
         columns = list(self._features)
         with fs.open_read(path) as handle:
             parquet = pq.ParquetFile(handle, buffer_size=_READ_BUFFER_BYTES, pre_buffer=False)
-            missing = [name for name in columns if name not in parquet.schema_arrow.names]
+            names = parquet.schema_arrow.names
+            present = set(names)
+            missing = [name for name in columns if name not in present]
             if missing:
                 yield (Where(path, first, f"{path}, row group {group}"),
-                       common.Malformed(f"has no column {', '.join(map(repr, missing))} "
-                                        f"(its columns: {', '.join(parquet.schema_arrow.names)})"))
+                       common.Malformed(f"has no column {few(missing)} (its columns: {few(names)})"))
                 return
             rows = batch_rows(parquet.metadata.row_group(group), columns, self._batch_size)
             for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns):

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import apache_beam as beam
 
 from beam_shards import Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct, Value
+from beam_shards.display import few
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
 from pipelines import common
@@ -167,7 +168,7 @@ def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[st
                          if name in columns and holds_image_paths(row.get(name) for row in rows)]
     for name in list(image_columns) + ([label_column] if label_column else []):
         if name not in columns:
-            raise FeatureError(f"column {name!r} is not in the input (its columns: {', '.join(columns)})")
+            raise FeatureError(f"column {name!r} is not in the input (its columns: {few(columns)})")
     features: dict[str, Feature] = {}
     for column in columns:
         values = [row.get(column) for row in rows]

@@ -21,6 +21,7 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from beam_shards.display import few
 from beam_shards.features import Array, ClassLabel, Feature, Image, Sequence as SequenceFeature, Value, Video
 
 KINDS = ("bytes_list", "float_list", "int64_list")
@@ -105,10 +106,9 @@ def parse(data: bytes) -> Mapping[str, Any]:
         raise ValueError(f"is not a tf.train.Example ({error})") from None
     if record.HasField("feature_lists"):
         names = sorted(record.feature_lists.feature_list)
-        listed = ", ".join(map(repr, names[:5])) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise SequenceExampleError(
             "this file holds tf.train.SequenceExample records (this one has "
-            f"{'the feature_lists ' + listed if names else 'an empty feature_lists'}); they are not supported: "
+            f"{'the feature_lists ' + few(names) if names else 'an empty feature_lists'}); they are not supported: "
             "converting them as tf.train.Example records would lose their feature_lists")
     return record.context.feature
 

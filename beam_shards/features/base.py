@@ -12,6 +12,7 @@ kinds from (`@kind`), and the internal `Invalid` error that `Features` turns int
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -29,6 +30,9 @@ NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
 VALUE_DTYPES = NUMERIC_DTYPES + ("string", "binary")
 NONE_REQUIRED = "None where a value is required (declare nullable=True to allow it)"
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+# Control characters (C0, DEL, C1): a name holding one is refused. A NUL in a column name is
+# lost by the Arrow readers that Hugging Face's loaders use; the others break messages and CSV headers.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # The feature kinds by the `_type` of their JSON form (filled by `kind`).
 _KINDS: dict[str, type[Feature]] = {}
 
@@ -216,10 +220,14 @@ def check_nullable(nullable: Any) -> bool:
 
 
 def check_named(features: Mapping[Any, Any], what: str) -> None:
-    """Raises FeatureError unless every name of `features` is a non-empty string and every value a feature."""
+    """Raises FeatureError unless every name of `features` is a non-empty string without control
+    characters and every value a feature."""
     for name, feature in features.items():
         if not isinstance(name, str) or not name:
             raise FeatureError(f"{what} names must be non-empty strings; got {name!r}")
+        if _CONTROL.search(name):
+            raise FeatureError(f"{what} name {clip(repr(name))} holds a control character; names must not hold "
+                               "NUL, line breaks, escapes or other control characters")
         if not isinstance(feature, Feature):
             raise FeatureError(f"{what} {name!r} must be a Feature such as Value('int64'); got {feature!r}")
 

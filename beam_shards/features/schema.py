@@ -7,6 +7,7 @@ computed from that JSON, identical across processes, machines and Python version
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import json
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards.display import short_repr
+from beam_shards.display import clip, few, short_repr
 from beam_shards.errors import EncodeError, FeatureError
 from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
 
@@ -45,15 +46,15 @@ class Features(Mapping[str, Feature]):
       features: a mapping of column name to feature.
 
     Raises:
-      FeatureError: no feature at all, a name that is not a non-empty string, or a value
-        that is not a feature.
+      FeatureError: no feature at all, a name that is not a non-empty string or holds a
+        control character (NUL, a line break, an escape...), or a value that is not a feature.
     """
 
     def __init__(self, features: Mapping[str, Feature]):
         if not features:
             # An Arrow batch without columns has no rows: every example would be lost.
             raise FeatureError("Features needs at least one feature; a cache without columns cannot hold rows")
-        check_named(features, "feature")
+        check_named(features, "column")
         self._features = dict(features)
         self._items = tuple(self._features.items())
         self._encoders = tuple((name, feature.encode_or_null) for name, feature in self._items)
@@ -65,6 +66,11 @@ class Features(Mapping[str, Feature]):
         self._names = frozenset(self._features)
         self._schema: pa.Schema | None = None
         self._stored: dict[str, pa.Schema] = {}
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, Feature]]]:
+        # Pickled as the features alone, without the encoders and schemas derived from them:
+        # Beam pickles the features into each step of a pipeline, and unpickles them for each bundle.
+        return Features, (self._features,)
 
     def __getitem__(self, name: str) -> Feature:
         return self._features[name]
@@ -165,17 +171,15 @@ class Features(Mapping[str, Feature]):
             missing = [name for name in self._features if name not in example]
             extra = [str(name) for name in example if name not in self._names]
             if missing:
-                raise EncodeError(
-                    f"missing field (the features declare {', '.join(map(repr, self._features))})",
-                    example=key, field=missing[0], feature=repr(self._features[missing[0]]))
-            raise EncodeError(
-                f"unknown field {'s' if len(extra) > 1 else ''}{', '.join(map(repr, extra))} "
-                f"(the features declare {', '.join(map(repr, self._features))})", example=key, field=extra[0])
+                raise EncodeError(f"missing field (the features declare {few(self._features)})",
+                                  example=key, field=missing[0], feature=_shown(self._features[missing[0]]))
+            raise EncodeError(f"unknown field{'s' if len(extra) > 1 else ''} {few(extra)} (the features declare "
+                              f"{few(self._features)})", example=key, field=clip(extra[0]))
         try:
             return tuple([encode(example[name], name) for name, encode in self._encoders])
         except Invalid as invalid:
             raise EncodeError(invalid.reason, example=key, field=invalid.field,
-                              feature=repr(invalid.feature), got=short_repr(invalid.value)) from None
+                              feature=_shown(invalid.feature), got=short_repr(invalid.value)) from None
 
     def plain_values(self, example: Any) -> tuple[Any, ...] | None:
         """The values of `example` in column order when each is of its feature's
@@ -252,11 +256,12 @@ class Features(Mapping[str, Feature]):
             raise EncodeError("expected a pyarrow RecordBatch or Table", example=key, got=short_repr(batch))
         names = batch.schema.names
         if set(names) != self._names or len(names) != len(self._names):
-            missing = [name for name in self._features if name not in names]
-            extra = [name for name in names if name not in self._names or names.count(name) > 1]
-            problem = f"missing column {missing[0]!r}" if missing else f"unexpected column {extra[0]!r}"
-            raise EncodeError(f"{problem} (the features declare {', '.join(map(repr, self._features))})",
-                              example=key, field=(missing or extra)[0])
+            counts = collections.Counter(names)
+            missing = [name for name in self._features if name not in counts]
+            extra = [name for name in names if name not in self._names or counts[name] > 1]
+            problem = f"missing column {missing[0]!r}" if missing else f"unexpected column {clip(repr(extra[0]))}"
+            raise EncodeError(f"{problem} (the features declare {few(self._features)})",
+                              example=key, field=missing[0] if missing else clip(extra[0]))
         columns = []
         for name, feature in self._features.items():
             column = batch.column(name)
@@ -265,11 +270,11 @@ class Features(Mapping[str, Feature]):
                 column.validate(full=True)
             except pa.ArrowInvalid as error:
                 raise EncodeError(f"not a valid Arrow array: {error}", example=key, field=name,
-                                  feature=repr(feature)) from None
+                                  feature=_shown(feature)) from None
             try:
                 columns.append(feature.check_array(column, name))
             except Invalid as invalid:
-                raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=repr(invalid.feature),
+                raise EncodeError(invalid.reason, example=key, field=invalid.field, feature=_shown(invalid.feature),
                                   got=None if invalid.value is None else short_repr(invalid.value),
                                   row=invalid.row) from None
         return pa.Table.from_arrays(columns, schema=self.arrow_schema())
@@ -282,6 +287,11 @@ class Features(Mapping[str, Feature]):
         """Builds a record batch of this schema from its columns of encoded values, in column order."""
         arrays = [feature.build_array(list(values)) for (_, feature), values in zip(self._items, columns)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema())
+
+
+def _shown(feature: Feature) -> str:
+    """A feature as an error names it: its repr, cut short (a Struct may have 100,000 fields)."""
+    return clip(repr(feature), 200)
 
 
 def _one_value(name: str, example: Mapping[str, Any]) -> tuple[Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_shards.display import clip, few
 from beam_shards.errors import FeatureError
 from beam_shards.features.base import (Feature, Invalid, check_named, check_nullable, feature_from_dict, kind,
                                        null_mask, restore_nulls)
@@ -36,8 +37,8 @@ class Struct(Feature):
       nullable: whether None is a valid value for the whole record.
 
     Raises:
-      FeatureError: no field, a name that is not a non-empty string, or a value that is
-        not a feature.
+      FeatureError: no field, a name that is not a non-empty string or holds a control
+        character, or a value that is not a feature.
     """
 
     def __init__(self, fields: Mapping[str, Feature], *, nullable: bool = False):
@@ -78,8 +79,7 @@ class Struct(Feature):
             raise self._fail("expected a dict", field, value)
         extra = [name for name in value if name not in self.fields]
         if extra:
-            raise self._fail(f"{extra[0]!r} is not a field of this Struct (its fields: {', '.join(self.fields)})",
-                             field, value)
+            raise self._fail(self._not_a_field(extra[0]), field, value)
         return {name: feature.encode_or_null(value.get(name), f"{field}.{name}")
                 for name, feature in self.fields.items()}
 
@@ -91,13 +91,15 @@ class Struct(Feature):
     def _batch_sources(self) -> tuple[str, ...]:
         return ("struct",)
 
+    def _not_a_field(self, name: Any) -> str:
+        return f"{clip(repr(name))} is not a field of this Struct (its fields: {few(self.fields)})"
+
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
         """Each field checked and cast by its feature, as `encode` does field by field."""
         given = {array.type.field(i).name: child for i, child in enumerate(array.flatten())}
         extra = [name for name in given if name not in self.fields]
         if extra:
-            raise Invalid(f"{extra[0]!r} is not a field of this Struct (its fields: {', '.join(self.fields)})",
-                          field, self, None, 0)
+            raise Invalid(self._not_a_field(extra[0]), field, self, None, 0)
         # A null record's fields read as null, which are not the fields' own: only the
         # records that are there are checked, and the null ones keep null fields.
         valid = positions = None

@@ -7,7 +7,7 @@ from beam_shards.format.layout import (CacheLayout, LOCK_NAME, MANIFEST_NAME, ST
                                        check_write_id, classify, is_write_id, new_write_id, parse_version_name,
                                        shard_name, version_name, write_id_of_shard, write_id_time)
 from beam_shards.format.manifest import (COMPRESSIONS, LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES,
-                                         Manifest, ShardInfo, check_metadata, format_for, json_depth, manifest_json,
+                                         Manifest, check_metadata, format_for, json_depth, manifest_json,
                                          parse_json, size_problem)
 from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
                                             table_file)

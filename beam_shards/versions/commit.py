@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards._version import __version__
-from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, PublishError,
+from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, FeatureError, PublishError,
                                 SchemaMismatchError, best_effort)
 from beam_shards.features import Features
 from beam_shards.format.catalog import latest_committed, read_pointer, read_table, read_version, version_numbers
@@ -78,8 +78,8 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
 
     Raises:
       TypeError: `features` is not a Features object.
-      ValueError: a bad path, mode or metadata, or features and metadata nested more
-        deeply than a manifest may be, naming it.
+      ValueError: a bad path, mode or metadata. FeatureError (a ValueError): features and
+        metadata nested more deeply than a manifest may be, naming it.
       CacheExistsError: `mode="error"` and a cache is already at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
@@ -92,7 +92,7 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     described = {"features": features.to_dict(), "metadata": metadata}
     depth = json_depth(described)
     if depth > MAX_DEPTH:
-        raise ValueError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
+        raise FeatureError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
                          f"manifest may nest {MAX_DEPTH}")
     size = len(manifest_json(described))
     if size > MAX_MANIFEST_BYTES:

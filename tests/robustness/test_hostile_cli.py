@@ -137,12 +137,12 @@ def evil_shard_name(path: str) -> None:
 
 @pytest.fixture
 def evil_cache(tmp_path) -> str:
-    """A cache whose column and class names, metadata, writer and write id hold EVIL, with a
-    file of such a name in its staging folder (not in beam_shards' layout, so gc leaves it)."""
+    """A cache whose class names, values, metadata, writer and write id hold EVIL (column names
+    cannot), with a file of such a name in its staging folder (not in beam_shards' layout, so gc
+    leaves it)."""
     path = str(tmp_path / "cache")
-    features = Features({f"label{EVIL}": ClassLabel(names=[f"cat{EVIL}", "dog"]), f"image{EVIL}": Image(),
-                         f"text{EVIL}": Value("string")})
-    rows = ({f"label{EVIL}": i % 2, f"image{EVIL}": png(i, size=4), f"text{EVIL}": f"t{EVIL}"} for i in range(4))
+    features = Features({"label": ClassLabel(names=[f"cat{EVIL}", "dog"]), "image": Image(), "text": Value("string")})
+    rows = ({"label": i % 2, "image": png(i, size=4), "text": f"t{EVIL}"} for i in range(4))
     write_shards(rows, path, features, metadata={f"key{EVIL}": f"value{EVIL}"})
     edit_manifest(path, evil_manifest)
     staging = os.path.join(path, STAGING_DIR, f"write{EVIL}")
@@ -154,10 +154,12 @@ def evil_cache(tmp_path) -> str:
 
 # (name, what is done to the cache first, command with {path} for the cache, exit status, words printed).
 EVIL_CASES = [
-    ("info", None, ["info", "{path}"], 0, [f"label{EVIL_SHOWN}", f"cat{EVIL_SHOWN}",
+    ("info", None, ["info", "{path}"], 0, [f"cat{EVIL_SHOWN}",
                                            r'"value\u001b[2J\u001b]0;owned\u0007\x9b31m\u202e\n"',
                                            f"write id     w{EVIL_SHOWN}", f"beam_shards{EVIL_SHOWN}"]),
-    ("head", None, ["head", "{path}"], 0, [f"label{EVIL_SHOWN}", f"text{EVIL_SHOWN}"]),
+    ("head", None, ["head", "{path}"], 0, [f"t{EVIL_SHOWN}"]),
+    ("info, a column name holding escapes", rename_column("text", f"text{EVIL}"), ["info", "{path}"], 1,
+     [f"text{EVIL_SHOWN}", "holds a control character"]),
     ("verify", None, ["verify", "{path}"], 0, ["OK: 1 shard(s)"]),
     ("verify, a shard cut", cut_first_shard, ["verify", "{path}"], 1, ["truncated", "FAILED"]),
     ("info, a shard missing", remove_first_shard, ["info", "{path}"], 1, ["is missing"]),

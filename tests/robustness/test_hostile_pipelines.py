@@ -42,7 +42,7 @@ PIPELINE_CASES = [
      "m.jsonl", ["--features", "f.json"], ["m.jsonl, line 2", "4300 digits"]),
     ("jsonl nested past the recursion limit", jsonl,
      {"m.jsonl": GOOD_JSONL + '{"image": "a.jpg", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n"},
-     "m.jsonl", [], ["m.jsonl, line 2", "recursion"]),
+     "m.jsonl", [], ["m.jsonl, line 2", "deeper than the 64"]),
     ("csv number of 5000 digits", csv_pipeline, {"m.csv": GOOD_CSV + "a.jpg," + "7" * 5000 + "\n"},
      "m.csv", [], ["m.csv, line 3", "column 'n'", "as int64"]),
     ("csv class id of 5000 digits", csv_pipeline, {"m.csv": GOOD_CSV + "a.jpg," + "7" * 5000 + "\n", "f.json": CLASSES},
