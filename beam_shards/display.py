@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 # How many names a message lists before "and N more": an input may hold a hundred thousand.
-SHOWN_NAMES = 5
+_SHOWN_NAMES = 5
 
 
 def human_size(num_bytes: float) -> str:
@@ -29,7 +29,7 @@ def clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def few(names: Iterable[Any], shown: int = SHOWN_NAMES) -> str:
+def few(names: Iterable[Any], shown: int = _SHOWN_NAMES) -> str:
     """The first `shown` of `names` (each as `repr`, cut to 40 characters), then how many
     more: `'a', 'b' and 3 more`."""
     names = list(names)

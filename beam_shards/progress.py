@@ -38,7 +38,7 @@ from beam_shards.storage import create_new, folders
 _WRITE_EVERY = 1.0  # seconds between a tally's writes
 
 
-def rate_line(label: str, count: int, unit: str, seconds: float) -> str:
+def _rate_line(label: str, count: int, unit: str, seconds: float) -> str:
     """`label: N unit, R unit/s`, for `count` done in `seconds`, made printable."""
     return printable(f"{label}: {count:,} {unit}, {count / max(seconds, 1e-9):,.0f} {unit}/s")
 
@@ -83,7 +83,7 @@ class Progress:
     def _print(self, extra: str | Callable[[], str], final: bool = False) -> None:
         extra = extra() if callable(extra) else extra
         elapsed = time.monotonic() - self._start
-        text = rate_line(self._label, self.count, self._unit, elapsed)
+        text = _rate_line(self._label, self.count, self._unit, elapsed)
         if extra:
             text += f", {printable(extra)}"
         if final:
@@ -98,7 +98,7 @@ class Tally:
         >>> import tempfile
         >>> folder = tempfile.mkdtemp()
         >>> tally = Tally(folder); tally.add(3); tally.flush()
-        >>> rows_in(folder)
+        >>> _rows_in(folder)
         3
 
     Args:
@@ -132,7 +132,7 @@ class Tally:
                 os.remove(temporary)
 
 
-def rows_in(folder: str) -> int:
+def _rows_in(folder: str) -> int:
     """The sum of the tallies in `folder` (a file half-written or gone counts as nothing)."""
     total = 0
     for name in os.listdir(folder):
@@ -195,7 +195,7 @@ class Watch:
             self._thread.join()
         if self._stream is not None and self._stream is not sys.stderr:
             self._stream.close()
-        self.rows = rows_in(self.folder)
+        self.rows = _rows_in(self.folder)
         self.seconds = time.monotonic() - self._start
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -205,12 +205,12 @@ class Watch:
 
     def line(self) -> str:
         """The progress line as of now."""
-        rows = rows_in(self.folder)
+        rows = _rows_in(self.folder)
         try:
             staged = folders.list_dir(self._staging, "*.arrow", recursive=True)
         except OSError:
             staged = {}
-        return (rate_line(f"converting to {self._path}", rows, "rows", time.monotonic() - self._start)
+        return (_rate_line(f"converting to {self._path}", rows, "rows", time.monotonic() - self._start)
                 + f"; staged {len(staged)} shard file(s), {human_size(sum(staged.values()))}")
 
 

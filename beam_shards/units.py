@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 # Far past any shard or batch, and far below what Arrow and Python's C code overflow on.
 MAX_SIZE = 1 << 50  # 1 PiB
-MAX_DURATION = datetime.timedelta(days=365 * 1000)
+_MAX_DURATION = datetime.timedelta(days=365 * 1000)
 MAX_COUNT = (1 << 31) - 1
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
@@ -80,13 +80,13 @@ def parse_duration(value: datetime.timedelta | int | float | str) -> datetime.ti
         duration = _seconds(value, value)
     else:
         raise ValueError(f"{value!r} is not a duration; give a timedelta, seconds, or text like 7d")
-    if not datetime.timedelta(0) <= duration <= MAX_DURATION:
+    if not datetime.timedelta(0) <= duration <= _MAX_DURATION:
         raise ValueError(f"duration {value!r} is out of range: it must be from 0 to 1000 years")
     return duration
 
 
 def _seconds(seconds: float, value: Any) -> datetime.timedelta:
-    if not 0 <= seconds <= MAX_DURATION.total_seconds():  # also NaN: timedelta would overflow first
+    if not 0 <= seconds <= _MAX_DURATION.total_seconds():  # also NaN: timedelta would overflow first
         raise ValueError(f"duration {value!r} is out of range: it must be from 0 to 1000 years")
     return datetime.timedelta(seconds=seconds)
 

@@ -35,7 +35,7 @@ MAX_DEPTH = 64
 _MAX_VARINT_BYTES = 8
 _FLOAT = struct.Struct(">d")
 _CONSTANTS = {b"N": None, b"T": True, b"F": False}
-KEY_TYPES = "tuples of str, int, float, bytes, bool and None"
+_KEY_TYPES = "tuples of str, int, float, bytes, bool and None"
 
 
 def plain_key(key: Any) -> Key:
@@ -69,7 +69,7 @@ def _plain(value: Any, key: Any, where: str, depth: int) -> Key:
     what = f"is a {kind}" if where == "key" else f"holds a {kind} at {where}"
     hint = ("; use a tuple" if isinstance(value, list) else
             "; convert it with .item()" if type(value).__module__ == "numpy" else "")
-    raise TypeError(f"deterministic write keys are {KEY_TYPES}; the key {_short(key)} {what}{hint}")
+    raise TypeError(f"deterministic write keys are {_KEY_TYPES}; the key {_short(key)} {what}{hint}")
 
 
 def _short(key: Any) -> str:

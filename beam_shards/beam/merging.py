@@ -17,7 +17,7 @@ from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.versions.staging import staged_shards
 
 
-class MergeBinFn(beam.DoFn):
+class _MergeBinFn(beam.DoFn):
     """Merges one bin, `(write id, shards, *rest)`, into `(write id, merged shard, *rest)`: the bin's
     shards copied in a fresh attempt folder (a retried or repeated merge never collides with
     another); a bin of one shard passes through. `rest` (a deterministic write's order) is kept."""
@@ -54,12 +54,12 @@ def merge_small_shards(written: beam.PCollection, plan: Callable[[Iterable[tuple
     returns them gathered (`(None, items)`, for finalize) and the merged shards, one element each.
 
     `plan` takes every written shard and returns the bins, `(write id, shards, *rest)`; the bins
-    are spread over workers and each is merged by one `MergeBinFn` call.
+    are spread over workers and each is merged by one `_MergeBinFn` call.
     """
     staged = gather(written, "Shards")
     merged = (staged
               | "PlanMerge" >> beam.FlatMap(lambda kv: plan(kv[1]))
               | "SpreadBins" >> beam.Reshuffle()
-              | "MergeBins" >> beam.ParDo(MergeBinFn(path, features, options)))
+              | "MergeBins" >> beam.ParDo(_MergeBinFn(path, features, options)))
     merged = gather(merged, "Merged") | "Extract" >> beam.FlatMap(lambda kv: kv[1])
     return staged, merged

@@ -58,7 +58,7 @@ from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.writer import EncodedRows, split_key
 
 # Rows of a chunk, in batches: a chunk is held in memory while it is sorted and written.
-CHUNK_BATCHES = 8
+_CHUNK_BATCHES = 8
 # About how many bytes of examples a bundle sorts at a time into one run.
 RUN_BYTES = 64 << 20
 KEY_COLUMN = "__beam_shards_key__"
@@ -109,7 +109,7 @@ def _sorted(items: Iterable[Any], key: Any = None) -> list[Any]:
         raise ValueError(f"WriteToArrowShards(deterministic=True) needs keys of one sortable type: {error}") from None
 
 
-def run_features(features: Features) -> Features:
+def _run_features(features: Features) -> Features:
     """The features of a run shard: `features` and the key column."""
     if KEY_COLUMN in features:
         raise ValueError(f"{KEY_COLUMN!r} is the name a deterministic write keeps its keys under; rename that feature")
@@ -180,11 +180,11 @@ class WriteRunsFn(beam.DoFn):
     def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
         self._path = path
-        self._features = run_features(features)
+        self._features = _run_features(features)
         self._options = run_options(options)
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
-        self._chunk_rows = CHUNK_BATCHES * options.batch_size
+        self._chunk_rows = _CHUNK_BATCHES * options.batch_size
         self._run_bytes = run_bytes or RUN_BYTES
         self._counters = WriteCounters()
 
@@ -339,7 +339,7 @@ class WriteChunkFn(beam.DoFn):
         self._features = features
         self._options = options
         self._given_write_id = write_id
-        self._runs = run_features(features)
+        self._runs = _run_features(features)
         self._run_options = run_options(options)
         self._counters = WriteCounters()
 

@@ -53,7 +53,7 @@ from beam_shards.versions.commit import check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.staging import remove_staging, staged_order
 
-ON_BAD = ("fail", "skip")
+_ON_BAD = ("fail", "skip")
 
 
 class WriteWithBad(NamedTuple):
@@ -217,8 +217,8 @@ class WriteToArrowShards(beam.PTransform):
                  retention: Retention | None = Retention(), write_id: str | None = None,
                  on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False):
         super().__init__()
-        if on_bad not in ON_BAD:
-            raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
+        if on_bad not in _ON_BAD:
+            raise ValueError(f"on_bad must be one of {_ON_BAD}; got {on_bad!r}")
         self._on_bad = on_bad
         self._allow_empty = allow_empty
         self._deterministic = deterministic

@@ -33,7 +33,7 @@ from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.shard_file import ShardFile
 
-DEFAULT_SPLIT_BYTES = 16 << 20
+_DEFAULT_SPLIT_BYTES = 16 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +83,7 @@ class BatchRangeProvider(RestrictionProvider):
         return restriction.size() * task.num_bytes // max(1, task.num_batches)
 
 
-def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = DEFAULT_SPLIT_BYTES) -> ShardTask:
+def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = _DEFAULT_SPLIT_BYTES) -> ShardTask:
     """Checks shard `shard_id` against the manifest (size, schema, rows) and sizes it for splitting.
 
     Counting rows reads every batch's header and one narrow column, not the data.
@@ -288,7 +288,7 @@ class ReadFromArrowShards(beam.PTransform):
     def __init__(self, path: str, *, version: int | None = None, columns: Sequence[str] | None = None,
                  as_batches: bool = False,
                  features: Features | None = None, image_mode: str = "bytes",
-                 desired_split_bytes: int = DEFAULT_SPLIT_BYTES):
+                 desired_split_bytes: int = _DEFAULT_SPLIT_BYTES):
         super().__init__()
         self._path = path
         self._version = version
@@ -327,7 +327,7 @@ class ReadAllFromArrowShards(beam.PTransform):
 
     def __init__(self, *, columns: Sequence[str] | None = None, as_batches: bool = False,
                  features: Features | None = None, image_mode: str = "bytes",
-                 desired_split_bytes: int = DEFAULT_SPLIT_BYTES):
+                 desired_split_bytes: int = _DEFAULT_SPLIT_BYTES):
         super().__init__()
         self._spec = _ReadSpec.make(columns, as_batches, features, image_mode, desired_split_bytes)
 

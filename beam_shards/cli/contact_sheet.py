@@ -10,7 +10,7 @@ from beam_shards.features.image_check import open_image
 CAPTION_HEIGHT = 14
 
 
-def sheet_size(count: int, tile: int, columns: int | None = None) -> tuple[int, int]:
+def _sheet_size(count: int, tile: int, columns: int | None = None) -> tuple[int, int]:
     """The (width, height) in pixels of a contact sheet of `count` images: `columns`
     cells across (about a square by default), each `tile` pixels wide and `tile +
     CAPTION_HEIGHT` high."""
@@ -25,7 +25,7 @@ def contact_sheet(images: Sequence[bytes | None], captions: Sequence[str], tile:
     from PIL import Image as PILImage, ImageDraw, ImageFont
 
     across = columns or max(1, math.ceil(math.sqrt(len(images))))
-    sheet = PILImage.new("RGB", sheet_size(len(images), tile, columns), (24, 24, 24))
+    sheet = PILImage.new("RGB", _sheet_size(len(images), tile, columns), (24, 24, 24))
     draw = ImageDraw.Draw(sheet)
     font = ImageFont.load_default()
     for position, (data, caption) in enumerate(zip(images, captions)):

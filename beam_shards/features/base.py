@@ -28,7 +28,7 @@ INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 FLOAT_DTYPES = ("float16", "float32", "float64")
 NUMERIC_DTYPES = ("bool",) + INT_DTYPES + FLOAT_DTYPES
 VALUE_DTYPES = NUMERIC_DTYPES + ("string", "binary")
-NONE_REQUIRED = "None where a value is required (declare nullable=True to allow it)"
+_NONE_REQUIRED = "None where a value is required (declare nullable=True to allow it)"
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 # Control characters (C0, DEL, C1): a name holding one is refused. A NUL in a column name is
 # lost by the Arrow readers that Hugging Face's loaders use; the others break messages and CSV headers.
@@ -165,12 +165,12 @@ class Feature:
         """`array` cast to this feature's Arrow type and checked by the rules `encode` applies
         to one value; raises `Invalid` with the row."""
         if isinstance(array, pa.ChunkedArray):
-            return by_chunk(array, lambda chunk: self.check_array(chunk, field), self.arrow_type())
+            return _by_chunk(array, lambda chunk: self.check_array(chunk, field), self.arrow_type())
         family = arrow_family(array.type)
         if family not in self._batch_sources() + ("null",):
             raise Invalid(f"a {array.type} column cannot hold {self!r} values", field, self, None)
         if not self.nullable and array.null_count:
-            raise Invalid(NONE_REQUIRED, field, self, None, pc.index(array.is_null(), True).as_py())
+            raise Invalid(_NONE_REQUIRED, field, self, None, pc.index(array.is_null(), True).as_py())
         if family == "null":
             return array.cast(self.arrow_type())
         array = self._cast_array(array, field)
@@ -199,7 +199,7 @@ class Feature:
         if value is None:
             if self.nullable:
                 return None
-            raise self._fail(NONE_REQUIRED, field, value)
+            raise self._fail(_NONE_REQUIRED, field, value)
         return self.encode(value, field)
 
     def _nullable_repr(self) -> str:
@@ -319,7 +319,7 @@ def cast_numbers(values: pa.Array, dtype: str) -> pa.Array:
     return pa.array(cast, type=target, mask=mask)
 
 
-def by_chunk(array: pa.ChunkedArray, check: Callable[[pa.Array], pa.Array], arrow_type: pa.DataType) -> pa.ChunkedArray:
+def _by_chunk(array: pa.ChunkedArray, check: Callable[[pa.Array], pa.Array], arrow_type: pa.DataType) -> pa.ChunkedArray:
     """`check` applied to each chunk of `array`; an `Invalid` it raises names the row in the whole array."""
     checked, start = [], 0
     for chunk in array.chunks:

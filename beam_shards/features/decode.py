@@ -15,12 +15,12 @@ import pyarrow as pa
 
 from beam_shards.features.schema import Features
 
-IMAGE_MODES = ("pil", "numpy", "bytes")
+_IMAGE_MODES = ("pil", "numpy", "bytes")
 
 
 def check_image_mode(image_mode: str) -> str:
-    if image_mode not in IMAGE_MODES:
-        raise ValueError(f"image_mode must be one of {IMAGE_MODES}; got {image_mode!r}")
+    if image_mode not in _IMAGE_MODES:
+        raise ValueError(f"image_mode must be one of {_IMAGE_MODES}; got {image_mode!r}")
     return image_mode
 
 

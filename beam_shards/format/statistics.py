@@ -23,7 +23,7 @@ from beam_shards.format.counts import is_count
 
 # Class counts are kept for ClassLabels of at most this many classes (a count each, in every
 # version's header, which every open reads).
-MAX_COUNTED_CLASSES = 1 << 16
+_MAX_COUNTED_CLASSES = 1 << 16
 _NUMERIC = INT_DTYPES + FLOAT_DTYPES
 
 
@@ -36,7 +36,7 @@ class ColumnStatistics:
       min, max: the smallest and largest value of a numeric `Value` column (NaN
         skipped); None for other columns, or when every value is null or NaN.
       classes: for a `ClassLabel` (or a `Sequence` of one) of at most
-        `MAX_COUNTED_CLASSES` classes, the values of each class id; None otherwise.
+        `_MAX_COUNTED_CLASSES` classes, the values of each class id; None otherwise.
     """
 
     nulls: int = 0
@@ -147,10 +147,10 @@ class Statistics:
 
 def _counted_label(feature: Any) -> ClassLabel | None:
     """The ClassLabel whose classes a column's statistics count: the column's own, or its
-    Sequence's; None for other columns and for labels of more than MAX_COUNTED_CLASSES classes."""
+    Sequence's; None for other columns and for labels of more than _MAX_COUNTED_CLASSES classes."""
     if isinstance(feature, Sequence):
         feature = feature.feature
-    if isinstance(feature, ClassLabel) and feature.num_classes <= MAX_COUNTED_CLASSES:
+    if isinstance(feature, ClassLabel) and feature.num_classes <= _MAX_COUNTED_CLASSES:
         return feature
     return None
 

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from beam_shards.storage.checksum import Crc32
 
 # Bytes queued and not yet written at most; a write waits for the thread past this.
-DEFAULT_MAX_PENDING_BYTES = 16 << 20
+_DEFAULT_MAX_PENDING_BYTES = 16 << 20
 _DONE = None
 
 
@@ -29,7 +29,7 @@ class PendingBytes:
     they hold together stays within the bound.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_PENDING_BYTES):
+    def __init__(self, max_bytes: int = _DEFAULT_MAX_PENDING_BYTES):
         self.max_bytes = max_bytes
         self.count = 0
         self.changed = threading.Condition()
@@ -56,7 +56,7 @@ class ShardStream:
       raw: the shard's file or object, closed by the thread once everything is written
         (after an fsync where it is a local file).
       pending: the bound on bytes queued, shared with other streams, before `write`
-        waits; by default one of `DEFAULT_MAX_PENDING_BYTES` for this stream alone.
+        waits; by default one of `_DEFAULT_MAX_PENDING_BYTES` for this stream alone.
 
     Raises:
       The error the thread met (a full disk, a failed upload), from the next `write`,

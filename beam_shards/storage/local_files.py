@@ -19,7 +19,7 @@ from beam_shards.errors import CacheError
 
 _CREATE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
                  | getattr(os, "O_BINARY", 0))
-PRIVATE_MODE = 0o700
+_PRIVATE_MODE = 0o700
 
 
 def create_new(path: str) -> BinaryIO:
@@ -46,14 +46,14 @@ def private_folder(path: str, *, create: bool) -> None:
         checked again when it is to be made).
     """
     if create:
-        os.makedirs(path, mode=PRIVATE_MODE, exist_ok=True)
+        os.makedirs(path, mode=_PRIVATE_MODE, exist_ok=True)
     try:
         info = os.lstat(path)
     except OSError:
         if create:
             raise
         return
-    own = f"pass a cache_dir of your own (beam_shards makes it with mode 0{PRIVATE_MODE:o})"
+    own = f"pass a cache_dir of your own (beam_shards makes it with mode 0{_PRIVATE_MODE:o})"
     if stat.S_ISLNK(info.st_mode):
         raise CacheError(f"the disk cache folder {path} is a symbolic link (to {os.readlink(path)}), which "
                          f"beam_shards never writes through: pass the folder itself, {os.path.realpath(path)}, if "

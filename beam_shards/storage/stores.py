@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class Endpoint:
+class _Endpoint:
     """An endpoint URL split as pyarrow takes it: `host:port` and the scheme (`http`/`https`)."""
 
     url: str
@@ -33,7 +33,7 @@ class Endpoint:
     scheme: str
 
     @classmethod
-    def parse(cls, url: str) -> Endpoint:
+    def parse(cls, url: str) -> _Endpoint:
         scheme, _, host = url.rpartition("://")
         return cls(url=url if scheme else f"http://{url}", host=host.rstrip("/"), scheme=scheme or "http")
 
@@ -42,7 +42,7 @@ class Endpoint:
 class S3Settings:
     """S3 configuration from the environment; None where a variable is unset."""
 
-    endpoint: Endpoint | None
+    endpoint: _Endpoint | None
     access_key_id: str | None
     secret_access_key: str | None
     session_token: str | None
@@ -52,7 +52,7 @@ class S3Settings:
     def from_env(cls) -> S3Settings:
         env = os.environ
         url = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-        return cls(endpoint=Endpoint.parse(url) if url else None,
+        return cls(endpoint=_Endpoint.parse(url) if url else None,
                    access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
                    secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
                    session_token=env.get("AWS_SESSION_TOKEN") or None,
@@ -70,12 +70,12 @@ class S3Settings:
 class GcsSettings:
     """GCS configuration from the environment: the emulator's endpoint, or None for Google's."""
 
-    emulator: Endpoint | None
+    emulator: _Endpoint | None
 
     @classmethod
     def from_env(cls) -> GcsSettings:
         host = os.environ.get("STORAGE_EMULATOR_HOST")
-        return cls(emulator=Endpoint.parse(host) if host else None)
+        return cls(emulator=_Endpoint.parse(host) if host else None)
 
 
 # (pid, settings) -> filesystem: one per process and configuration, never pickled or
