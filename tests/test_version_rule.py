@@ -15,10 +15,10 @@ import shutil
 
 import pytest
 
-from beam_shards import (ArrowBackend, CorruptCacheError, Features, Retention, ShardedDataset, Value,
+from beam_shards import (ArrowBackend, CacheError, CorruptCacheError, Features, Retention, ShardedDataset, Value,
                          VersionNotFoundError, list_versions, read_metadata, verify, write_shards)
 from beam_shards.cli import commands as cli
-from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, version_name
+from beam_shards.format.layout import MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR, CacheLayout, version_name
 from beam_shards.storage import fs
 from beam_shards.versions import commit
 from beam_shards.versions.gc import collect_garbage
@@ -284,6 +284,30 @@ def test_a_cache_id_that_is_not_one_is_a_corrupt_header(tmp_path):
         handle.write(json.dumps(data))
     with pytest.raises(CorruptCacheError, match="cache id"):
         read_metadata(path)
+
+
+# --- folders that are links are refused -----------------------------------------------------------
+
+@pytest.mark.parametrize("folder", [TABLES_DIR, VERSIONS_DIR, STAGING_DIR])
+def test_a_folder_of_the_cache_that_is_a_link_is_refused_by_writes_and_gc(tmp_path, folder):
+    """The review's case: `_tables` as a link out of the cache let a write's retention delete files behind it."""
+    path = str(tmp_path / "cache")
+    two_versions(path)
+    outside = str(tmp_path / "outside")
+    if os.path.isdir(os.path.join(path, folder)):
+        shutil.move(os.path.join(path, folder), outside)
+    else:
+        os.makedirs(outside)
+    with open(os.path.join(outside, "precious"), "w") as handle:
+        handle.write("keep me")
+    before = sorted(os.listdir(outside))
+    os.symlink(outside, os.path.join(path, folder))
+    for call in (lambda: write_shards(rows(20, 5), path, SMALL, retention=NO_AGE),
+                 lambda: write_shards(rows(20, 5), path, SMALL, mode="append", retention=NO_AGE),
+                 lambda: collect_garbage(path, NO_AGE)):
+        with pytest.raises(CacheError, match=f"{folder} is a symbolic link"):
+            call()
+    assert sorted(os.listdir(outside)) == before, "files behind the link were touched"
 
 
 # --- what a write costs on an object store (issue 34) ----------------------------------------------

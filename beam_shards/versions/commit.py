@@ -48,7 +48,7 @@ from beam_shards.format.statistics import Statistics
 from beam_shards.format.version_files import read_table, read_version, version_numbers
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
-from beam_shards.versions.lock import cache_lock
+from beam_shards.versions.lock import cache_lock, refuse_links
 from beam_shards.versions.new_tables import append_tables, table_with_kept, write_table
 from beam_shards.versions.staging import move_into_place, remove_staging, staged_order
 
@@ -82,6 +82,7 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
       TypeError: `features` is not a Features object.
       ValueError: a bad path, mode or metadata, or features and metadata nested more
         deeply than a manifest may be, naming it.
+      CacheError: `_staging`, `_tables` or `_versions` is a link (`lock.refuse_links`).
       CacheExistsError: `mode="error"` and a cache is already at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
@@ -100,6 +101,7 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
                          f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
+    refuse_links(CacheLayout(path))
     latest = resolve(path).latest
     if mode != "overwrite":
         _check_mode(path, features, None, mode, latest)

@@ -24,7 +24,8 @@ The rules:
   up to the latest cannot be read at all, what it lists is unknown, so gc removes no
   shard or shard table (it still removes versions' headers, staging and temporary files).
 - Only files that `layout.classify` recognises are ever deleted, never a link's
-  target, and only in a folder that holds a cache or staging in beam_shards' layout.
+  target, and only in a folder that holds a cache or staging in beam_shards' layout;
+  `_staging`, `_tables` and `_versions` that are links are refused (`lock.refuse_links`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from beam_shards.format.version_files import read_table
 from beam_shards.storage import folders, fs
 from beam_shards.units import parse_duration
 from beam_shards.versions.commit import update_pointer
-from beam_shards.versions.lock import cache_lock
+from beam_shards.versions.lock import cache_lock, refuse_links
 
 DEFAULT_KEEP = 2
 DEFAULT_MIN_AGE = datetime.timedelta(days=7)
@@ -227,7 +228,9 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
       CacheNotFoundError: `path` holds neither a cache nor staging in beam_shards' layout.
       CorruptCacheError: a shard table a version names cannot be read, so which shards
         belong to it is unknown, or a version is of a newer format; nothing is removed then.
+      CacheError: `_staging`, `_tables` or `_versions` is a link.
     """
+    refuse_links(CacheLayout(path))
     folder = resolve(path, listed=True)  # the pointer before the listing, so every version up to its is in it
     pointer = folder.pointer.version if folder.pointer is not None else None
     latest, published = folder.latest, folder.latest is not None
