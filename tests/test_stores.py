@@ -398,8 +398,8 @@ def test_a_finalize_running_twice_at_once_publishes_its_append_once(store, monke
     before = commit.resolve(path)  # what the twin finds when it looks just before the first commits
     first = publish()
     real, looks = commit.resolve, []
-    monkeypatch.setattr(commit, "resolve", lambda *args: looks.append(args) or (
-        before if len(looks) == 1 else real(*args)))
+    monkeypatch.setattr(commit, "resolve", lambda *args, **kwargs: looks.append(args) or (
+        before if len(looks) == 1 else real(*args, **kwargs)))
     second = publish()
     assert len(looks) >= 2, "the early look was forced"
     assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]

@@ -124,7 +124,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
     calls = {"n": 0}
     real = commit.resolve
 
-    def first_call_stale(p):
+    def first_call_stale(p, **kwargs):
         calls["n"] += 1
         if calls["n"] == 1:  # another writer (on an object store: no lock) commits version 2 meanwhile
             stale = real(p)
@@ -136,7 +136,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
                      for n, s in zip(names, staged_fast)]
             real_commit(CacheLayout(path), fast, SMALL, added, None, WriterOptions(), {}, "append", None, {}, None)
             return stale
-        return real(p)
+        return real(p, **kwargs)
 
     real_commit = commit._commit
 
@@ -286,7 +286,7 @@ def test_format1_cache_reads_as_version_1_and_takes_new_versions(tmp_path):
 def test_pointer_catches_up_after_a_writer_died_between_commit_and_pointer(tmp_path, monkeypatch):
     path = str(tmp_path / "cache")
     write_shards(rows(0, 5), path, SMALL)
-    monkeypatch.setattr(commit, "update_pointer", lambda layout: None)  # the writer dies right after its commit
+    monkeypatch.setattr(commit, "update_pointer", lambda *args: None)  # the writer dies right after its commit
     write_id = new_write_id()
     publish(path, write_id, stage(path, write_id, rows(10, 5)))
     monkeypatch.undo()

@@ -65,6 +65,11 @@ class VersionFolder:
     cache_id: str | None
     numbers: tuple[int, ...] | None = None
 
+    def with_listing(self) -> VersionFolder:
+        """This folder with `numbers` listed (unless they were)."""
+        return self if self.numbers is not None else dataclasses.replace(
+            self, numbers=tuple(version_numbers(self.path)))
+
     def strays(self) -> dict[int, str]:
         """The listed files past the run, with why."""
         if self.next_number in (self.numbers or ()):  # the run stopped at the bound
@@ -81,7 +86,7 @@ class VersionFolder:
                 for n in sorted(found)}
 
 
-def resolve(path: str, *, strict: bool = False, listed: bool = False) -> VersionFolder:
+def resolve(path: str, *, strict: bool = False, listed: bool = False, known: Manifest | None = None) -> VersionFolder:
     """Applies the rule to the cache at `path`.
 
     Args:
@@ -90,6 +95,8 @@ def resolve(path: str, *, strict: bool = False, listed: bool = False) -> Version
         exactly when it does). Otherwise (writers, gc) the run starts at the oldest listed
         file, unless an invalid `_metadata.json` is all there is.
       listed: also list `_versions/` (`VersionFolder.numbers`), for older versions and strays.
+      known: a version known to be committed (a write's own): where `_metadata.json` is
+        older or missing, the run is followed from it (it is in that run), with no listing.
 
     Raises:
       CacheNotFoundError, CorruptCacheError: with `strict`, as `read_pointer`; without,
@@ -97,13 +104,14 @@ def resolve(path: str, *, strict: bool = False, listed: bool = False) -> Version
       NewerFormatError: the pointer or a header of the run is of a newer format.
     """
     pointer, numbers = _pointer(path, strict)
-    if numbers is None and (listed or pointer is None):
+    start = known if known is not None and (pointer is None or pointer.version < known.version) else pointer
+    if numbers is None and (listed or start is None):
         numbers = tuple(version_numbers(path))
-    if pointer is not None:
-        first, bound = pointer.version + 1, pointer.version + 1 + MAX_PAST_POINTER
+    if start is not None:
+        first, bound = start.version + 1, start.version + 1 + MAX_PAST_POINTER
     else:  # where no pointer says where to start, every file of the run is read
         first, bound = (numbers[0] if numbers else 1), None
-    latest, cache_id = pointer, pointer.cache_id if pointer is not None else None
+    latest, cache_id = start, start.cache_id if start is not None else None
     run: dict[int, Manifest] = {}
     passed: dict[int, str] = {}
     unreadable = set()

@@ -191,7 +191,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
                 raise
-        update_pointer(layout)
+        update_pointer(layout, manifest)
     with best_effort(f"remove the staging of write {write_id} at {path}", path):
         remove_staging(layout, write_id, temporaries=rerun)
     return manifest
@@ -302,14 +302,15 @@ def _adopt_format1(layout: CacheLayout, manifest: Manifest, write_id: str) -> No
     fs.create_if_absent(target, manifest.to_json(LISTED_FORMAT_VERSION), layout.temporary(target, write_id))
 
 
-def update_pointer(layout: CacheLayout) -> Manifest | None:
-    """Makes `_metadata.json` hold the latest version (`latest.resolve`); returns it.
+def update_pointer(layout: CacheLayout, known: Manifest | None = None) -> Manifest | None:
+    """Makes `_metadata.json` hold the latest version (`latest.resolve`, from `known` where the
+    pointer is older: a version this write committed); returns it.
 
     Writes only when the pointer is behind (or unreadable), and checks again after
     writing, so that whichever writer finishes last leaves the latest version in place.
     """
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        folder = resolve(layout.path)
+        folder = resolve(layout.path, known=known)
         newest = folder.latest
         if newest is None:
             return None

@@ -231,9 +231,12 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
       CacheError: `_staging`, `_tables` or `_versions` is a link.
     """
     refuse_links(CacheLayout(path))
-    folder = resolve(path, listed=True)  # the pointer before the listing, so every version up to its is in it
-    pointer = folder.pointer.version if folder.pointer is not None else None
+    folder = resolve(path, listed=sweep)  # the pointer before the listing, so every version up to its is in it
     latest, published = folder.latest, folder.latest is not None
+    if not sweep and (latest is None or latest.version <= retention.keep):  # no more versions than kept
+        return Garbage(path, {}, {}, [], [], published, folder.ignored())
+    folder = folder.with_listing()
+    pointer = folder.pointer.version if folder.pointer is not None else None
     files = folders.walk(path) if sweep and _is_folder(path) else {}
     numbers = sorted({n for n in folder.numbers if n <= latest.version and n not in folder.passed}
                      | {latest.version}) if published else []
