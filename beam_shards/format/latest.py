@@ -17,12 +17,15 @@ pointer+2, ... up to the first number that has none (at most `MAX_PAST_POINTER` 
 
 Passed-over files and strays are ignored by every reader, writer, gc and log, reported by
 `gc --dry_run` and `verify`, and never deleted. Before the latest, the versions are its
-history (`history`): the version it was published on top of, and so on down. Readers find the run by reading (a missing
-file ends it: one request when the pointer is up to date); writers and gc read the same
-files, so they agree with readers whatever the folder holds. gc and log also list
-`_versions/`, for the versions before the pointer's and for strays. Without a readable
-pointer (a first write killed before it wrote one, or a damaged one), writers and gc start
-the run at the oldest listed file, and rewrite the pointer.
+history (`history`): the version it was published on top of, and so on down.
+
+Readers find the run by reading (a missing file ends it: one request when the pointer is
+up to date); writers and gc read the same files, so they agree with readers whatever the
+folder holds. gc and log also list `_versions/`, for the history and for strays. Without
+a readable pointer (a first write killed before it wrote one, or a damaged one), writers
+and gc start the run at the oldest listed file, and rewrite the pointer. A header without
+a cache id (written before ids) is taken as the cache's own; a cache whose pointer has
+none takes the id of the first version in its run that has one.
 """
 
 from __future__ import annotations
