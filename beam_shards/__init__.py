@@ -13,7 +13,8 @@ from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, I
                                   encode_example)
 from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
 from beam_shards.format.layout import new_write_id
-from beam_shards.format.manifest import Manifest, ShardInfo
+from beam_shards.format.manifest import Manifest
+from beam_shards.format.shard_table import ShardInfo
 from beam_shards.hf import from_hf, from_hf_features, to_hf_features
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.read.dataset import ShardedDataset

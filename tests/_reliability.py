@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from beam_shards import ArrowBackend, list_versions, write_shards
-from beam_shards.format.catalog import read_table
+from beam_shards.format.version_files import read_table
 from beam_shards.format.layout import LOCK_NAME, MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR, version_name
 from beam_shards.format.manifest import Manifest
 

@@ -28,7 +28,7 @@ from beam_shards.cli.contact_sheet import CAPTION_HEIGHT, contact_sheet
 from beam_shards.display import human_size, printable
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
 from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
-from beam_shards.format.catalog import list_versions, read_metadata
+from beam_shards.format.catalog import read_metadata, version_log
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.shards.shard_file import ShardFile
@@ -250,12 +250,18 @@ def _caption(value: Any, feature: Feature) -> str:
 # gc -------------------------------------------------------------------------------
 
 def _log(args: argparse.Namespace) -> int:
-    versions = list_versions(args.path, args.limit)
+    versions, ignored = version_log(args.path, args.limit)
     say(f"{'version':>7}  {'write id':<25}  {'created':<29}  {'rows':>12}  {'shards':>7}  mode")
     for manifest in reversed(versions):
         say(f"{manifest.version:>7}  {manifest.write_id:<25}  {manifest.created or '?':<29}  "
               f"{manifest.num_rows:>12,}  {manifest.num_shards:>7,}  {manifest.mode}")
+    _say_ignored(ignored)
     return EXIT_OK
+
+
+def _say_ignored(ignored: dict[str, str]) -> None:
+    for name, why in ignored.items():
+        say(f"ignored {name}: {why}")
 
 
 def _gc(args: argparse.Namespace) -> int:
@@ -267,6 +273,7 @@ def _gc(args: argparse.Namespace) -> int:
         say(f"versions removed by retention ({retention}): {', '.join(map(str, garbage.removed_versions))}")
     for name, size in sorted(garbage.files.items()):
         say(f"  {name}  ({human_size(size)}): {garbage.reasons[name]}")
+    _say_ignored(garbage.ignored)
     total = f"{len(garbage.files):,} file(s), {human_size(garbage.num_bytes)}"
     if not garbage.files:
         say(f"nothing to remove in {args.path} (versions kept: {', '.join(map(str, garbage.kept_versions))})")

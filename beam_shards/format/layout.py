@@ -15,6 +15,8 @@ named the files. Pure logic: nothing here touches a file system.
 
 A write id is `YYYYmmddTHHMMSSZ-<8 hex>`: the UTC time the write started and 32
 random bits, so names sort by time and a leftover's age is known from its name alone.
+A cache id (32 hex, random) is given to a cache with its first version and carried by
+every version after it, so a version file of another cache is told from its own.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ _TEMPORARY_RE = re.compile(
     rf"|{TABLES_DIR}/{_WRITE_ID}-[0-9a-f]{{16}}\.arrow)"
     rf"\.(?P<write_id>{_WRITE_ID})\.[0-9a-f]{{8}}\.tmp$")
 _VERSION_DIGITS = 20
+_CACHE_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 def new_write_id(now: datetime.datetime | None = None) -> str:
@@ -55,6 +58,15 @@ def new_write_id(now: datetime.datetime | None = None) -> str:
 
 def is_write_id(text: Any) -> bool:
     return isinstance(text, str) and _WRITE_ID_RE.match(text) is not None
+
+
+def new_cache_id() -> str:
+    """A fresh cache id: 128 random bits, as 32 hex digits."""
+    return uuid.uuid4().hex
+
+
+def is_cache_id(text: Any) -> bool:
+    return isinstance(text, str) and _CACHE_ID_RE.match(text) is not None
 
 
 def check_write_id(write_id: Any) -> str:

@@ -6,7 +6,10 @@ the shard tables (`shard_table`) that hold it, so a header stays a few KB at any
 is stored twice, immutable as `_versions/<N>.json` and as the copy of the latest in
 `_metadata.json`. Format 4 adds `column_types`: new caches store their columns in Hugging
 Face's types (`features.COLUMN_TYPES`), while appends keep their base's, so every shard of
-a version has one schema. A version in "large" column types (an append onto a cache
+a version has one schema. Two optional fields tie a version to its cache: `cache_id`, given with
+the cache's first version and carried by every version after it, and `parent_write_id`, the
+write of the version it was published on top of (`format.latest` reads them; headers written
+before them lack them). A version in "large" column types (an append onto a cache
 begun before format 4) is written in format 3, which implies them, so the beam_shards
 that wrote its base still reads it. Formats 1 and 2 listed every shard in the JSON; they
 are still read. Parsing trusts nothing in the file: every field is checked and any
@@ -27,7 +30,7 @@ import pyarrow as pa
 from beam_shards.errors import CorruptCacheError, FeatureError, NewerFormatError
 from beam_shards.features import COLUMN_TYPES, Features
 from beam_shards.format.counts import is_count
-from beam_shards.format.layout import CacheLayout, write_id_of_shard
+from beam_shards.format.layout import CacheLayout, is_cache_id, is_write_id, write_id_of_shard
 from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
 from beam_shards.format.statistics import Statistics
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
@@ -79,6 +82,10 @@ class Manifest:
       format_version: the format the manifest was read in, or will be written in (`format_for`).
       column_types: how its shards store their columns (`features.COLUMN_TYPES`):
         "large" up to format 3, "hf" for new caches since.
+      cache_id: the id of the cache, given with its first version; None in headers
+        written before ids.
+      parent_write_id: the write id of version `parent_version`; None where that is
+        not recorded.
     """
 
     path: str
@@ -95,6 +102,8 @@ class Manifest:
     statistics: Statistics | None = None
     format_version: int = FORMAT_VERSION
     column_types: str = "hf"
+    cache_id: str | None = None
+    parent_write_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.shards, ShardTable):
@@ -162,6 +171,8 @@ class Manifest:
             "write_id": self.write_id,
             "created": self.created,
             "parent_version": self.parent_version,
+            **({"parent_write_id": self.parent_write_id} if self.parent_write_id is not None else {}),
+            **({"cache_id": self.cache_id} if self.cache_id is not None else {}),
             "mode": self.mode,
             "features": self.features.to_dict(),
             "schema_fingerprint": self.schema_fingerprint,
@@ -251,10 +262,15 @@ class Manifest:
             raise CorruptCacheError(f"{where} has an invalid version {_shown(version)} or parent {_shown(parent)}")
         if mode not in MODES or not isinstance(data["write_id"], str) or not isinstance(data.get("created", ""), str):
             raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
+        cache_id, parent_write_id = data.get("cache_id"), data.get("parent_write_id")
+        if not (cache_id is None or is_cache_id(cache_id)) or not (parent_write_id is None or is_write_id(parent_write_id)):
+            raise CorruptCacheError(f"{where} has an invalid cache id {_shown(cache_id)} or parent write id "
+                                    f"{_shown(parent_write_id)}")
         return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
                    created=data.get("created", ""), parent_version=parent, mode=mode, statistics=statistics,
-                   format_version=format_version, column_types=column_types)
+                   format_version=format_version, column_types=column_types, cache_id=cache_id,
+                   parent_write_id=parent_write_id)
 
 
 def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:

@@ -202,7 +202,7 @@ def _s3_read_object(path: str, limit: int | None) -> bytes:
 
 
 def _gcs_read_object(path: str, limit: int | None) -> bytes:
-    from google.api_core.exceptions import NotFound
+    from google.api_core.exceptions import NotFound, RequestRangeNotSatisfiable
 
     check_store(path)
     bucket, key = _split(path)
@@ -212,6 +212,8 @@ def _gcs_read_object(path: str, limit: int | None) -> bytes:
         data = _gcs_client().bucket(bucket).blob(key).download_as_bytes(end=limit)
     except NotFound:
         raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
+    except RequestRangeNotSatisfiable:  # the answer to a range read of an empty object
+        data = b""
     if limit is not None and len(data) > limit:
         raise FileTooLargeError(errno.EFBIG, f"more than {limit:,} bytes", path)
     return data

@@ -3,17 +3,20 @@
 `publish` is the finalize step of both `write_shards` and the Beam sink, modelled on
 Lance's and Delta's commits:
 
-1. Look for a kept version this write already published; a retried or repeated
-   finalize finds it and publishes nothing more (even if newer versions followed).
+1. Find the latest version by the rule readers follow (`format.latest`), and look for a
+   kept version this write already published; a retried or repeated finalize finds it
+   and publishes nothing more (even if newer versions followed).
 2. Move the staged shards to `shard-<write id>-NNNNN-of-NNNNN.arrow`, names no other
    write uses; each rename checks source and destination, so a re-run continues.
-3. Write the shard table of the new shards to `_tables/` (an append merges the small
-   tables at the end of the base version's list into it; `shard_table.plan_tables`),
-   named by its content, so a file there never changes. Then create the header
-   `_versions/<N+1>.json` only if it does not exist (a hard link on local disks, a
-   conditional write on S3 and GCS). A writer that loses the race re-reads the latest
-   version, rebuilds its header (an append re-bases on the winner) and tries N+2: two
-   racing writes end as two successive versions.
+3. Write the shard table of the new shards to `_tables/` (`new_tables.py`; an append
+   merges the small tables at the end of the base version's list into it), named by
+   its content, so a file there never changes. Then create the header of the
+   version after the run (`_versions/<N+1>.json`, where N is the latest unless files
+   that are no versions follow it) only if it does not exist (a hard link on local
+   disks, a conditional write on S3 and GCS). The header names the cache's id and the
+   write it builds on. A writer that loses the race finds the latest again, rebuilds
+   its header (an append re-bases on the winner) and tries the next number: two racing
+   writes end as two successive versions.
 4. Bring `_metadata.json` up to the newest version; it never moves back.
 5. Remove the write's own staging. Older versions are never touched here: only
    retention (`gc.py`) removes them.
@@ -31,23 +34,23 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_shards._version import __version__
-from beam_shards.errors import (CacheExistsError, CacheNotFoundError, CorruptCacheError, FeatureError, PublishError,
-                                SchemaMismatchError, best_effort)
+from beam_shards.errors import (CacheExistsError, CorruptCacheError, FeatureError, PublishError, SchemaMismatchError,
+                                best_effort)
 from beam_shards.features import Features
-from beam_shards.format.catalog import latest_committed, read_pointer, read_table, read_version, version_numbers
-from beam_shards.format.layout import CacheLayout, check_write_id, shard_name, write_id_of_shard, write_id_time
+from beam_shards.format.latest import MAX_PAST_POINTER, VersionFolder, resolve
+from beam_shards.format.layout import (CacheLayout, check_write_id, is_write_id, new_cache_id, new_write_id,
+                                       shard_name, write_id_of_shard, write_id_time)
 from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
                                          check_metadata, format_for, json_depth, manifest_json)
-from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
-                                            table_file)
+from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef, build_table
 from beam_shards.format.statistics import Statistics
+from beam_shards.format.version_files import read_table, read_version, version_numbers
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
-from beam_shards.storage.checksum import checksum_of
-from beam_shards.versions.lock import cache_lock
+from beam_shards.versions.lock import cache_lock, refuse_links
+from beam_shards.versions.new_tables import append_tables, table_with_kept, write_table
 from beam_shards.versions.staging import move_into_place, remove_staging, staged_order
 
 MAX_COMMIT_ATTEMPTS = 100
@@ -80,6 +83,7 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
       TypeError: `features` is not a Features object.
       ValueError: a bad path, mode or metadata. FeatureError (a ValueError): features and
         metadata nested more deeply than a manifest may be, naming it.
+      CacheError: `_staging`, `_tables` or `_versions` is a link (`lock.refuse_links`).
       CacheExistsError: `mode="error"` and a cache is already at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
@@ -98,7 +102,8 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     if size > MAX_MANIFEST_BYTES:
         raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
                          f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
-    latest = latest_committed(path)
+    refuse_links(CacheLayout(path))
+    latest = resolve(path).latest
     if mode != "overwrite":
         _check_mode(path, features, None, mode, latest)
     column_types = latest.column_types if mode == "append" and latest is not None else "hf"
@@ -170,7 +175,8 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
     layout = CacheLayout(path)
     check_write_id(write_id)
     with cache_lock(layout):
-        manifest = find_published(path, write_id, since)
+        folder = resolve(path)
+        manifest = find_published(path, write_id, since, folder)
         rerun = manifest is not None  # an earlier run of this finalize got far: it may have left temporary files
         if manifest is None:
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
@@ -181,37 +187,42 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
                 manifest = _commit(layout, write_id, features, added, statistics, options, metadata, mode,
-                                   parent, kept or {}, since)
+                                   parent, kept or {}, since, folder)
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
                 raise
-        update_pointer(layout)
+        update_pointer(layout, manifest)
     with best_effort(f"remove the staging of write {write_id} at {path}", path):
         remove_staging(layout, write_id, temporaries=rerun)
     return manifest
 
 
-def find_published(path: str, write_id: str, since: int | None = None) -> Manifest | None:
+def find_published(path: str, write_id: str, since: int | None = None,
+                   folder: VersionFolder | None = None) -> Manifest | None:
     """The kept version that write `write_id` published, None if it published none.
 
-    Looks from the newest version down, and stops at version `since` (committed before
-    the write started) and at versions made well before the write started, which cannot
-    be its own.
+    Looks from the latest version (by `latest.resolve`, or `folder` if given) down, and
+    stops at version `since` (committed before the write started; without it,
+    `_versions/` is listed) and at versions made well before the write started, which
+    cannot be its own.
     """
+    folder = folder or resolve(path)
+    latest = folder.latest
+    if latest is None:
+        return None
     started = write_id_time(write_id) - _CLOCK_SKEW
-    numbers = [n for n in version_numbers(path) if since is None or n > since]
-    try:
-        pointer = read_pointer(path)
-    except (CacheNotFoundError, CorruptCacheError):
-        pointer = None
-    if not numbers:
-        mine = pointer is not None and pointer.write_id == write_id and (since is None or pointer.version > since)
-        return pointer if mine else None
-    for number in reversed(numbers):
+    if since is None:
+        numbers = sorted({n for n in version_numbers(path) if n < latest.version} | {latest.version}, reverse=True)
+    else:
+        numbers = range(latest.version, since, -1)
+    for number in numbers:
+        if number in folder.passed:
+            continue
         try:
-            manifest = read_version(path, number, pointer)
-        except (FileNotFoundError, CorruptCacheError):  # gone, or damaged: not known to be this write's
+            manifest = folder.run.get(number) or (
+                latest if number == latest.version else read_version(path, number, folder.pointer))
+        except (FileNotFoundError, NotADirectoryError, CorruptCacheError):  # gone, or damaged: not known to be its
             continue
         if manifest.write_id == write_id:
             return manifest
@@ -223,92 +234,67 @@ def find_published(path: str, write_id: str, since: int | None = None) -> Manife
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
             statistics: Statistics | None, options: WriterOptions, metadata: dict[str, Any], mode: str,
-            parent: int | None, kept: dict[int, int], since: int | None) -> Manifest:
+            parent: int | None, kept: dict[int, int], since: int | None, seen: VersionFolder | None = None) -> Manifest:
+    """Commits the new version; `seen` is the folder `publish` found, in which it looked for this
+    write's own version (its first attempt builds on it: a commit since makes the create fail)."""
     path = layout.path
     own = build_table([a[0] for a in added], [a[1] for a in added]) if not kept else None  # the added shards'
     own_ref: TableRef | None = None  # `own` written alone, once whatever the attempts
+    folder, tried = seen, None
+    # The versions up to `looked` were searched for this write's own already (None: none were).
+    looked = (seen.latest.version if seen.latest else 0) if seen is not None else since
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        # This write's own finalize, running at once where no lock serializes them (object
-        # stores), may have committed since `publish` looked: an append on top of it would
-        # list the write's shards twice.
-        mine = find_published(path, write_id, since)
-        if mine is not None:
-            return mine
-        latest = latest_committed(path)
+        if folder is None:
+            folder = resolve(path)
+            newest = folder.latest.version if folder.latest else 0
+            # This write's own finalize, running at once where no lock serializes them (object
+            # stores), may have committed since this one looked: an append on top of it would
+            # list the write's shards twice.
+            mine = find_published(path, write_id, looked, folder) if looked is None or newest > looked else None
+            if mine is not None:
+                return mine
+            looked = newest
+            if folder.next_number == tried:
+                raise PublishError(f"write {write_id} cannot publish at {path}: {layout.version(tried)} exists but is "
+                                   f"past the {MAX_PAST_POINTER} version files after the pointer's that readers look "
+                                   "at; nothing was published")
+        latest = folder.latest
         if parent is not None and (latest is None or latest.version != parent):
             raise PublishError(f"write {write_id} rewrites version {parent} of {path}, but version "
                                f"{latest.version if latest else None} was published since; nothing was published")
         _check_mode(path, features, options, mode, latest)
-        if latest is not None and not version_numbers(path):
+        if latest is not None and latest.format_version == 1 and latest.version == 1:  # format 1, or written as it
             _adopt_format1(layout, latest, write_id)
         base = latest if mode == "append" and latest is not None else None
         version_statistics = statistics
         if kept:
-            refs = [_write_table(layout, write_id, _with_kept(latest, added, kept))]
+            refs = [write_table(layout, write_id, table_with_kept(latest, added, kept))]
             version_statistics = latest.statistics
         else:
             if base is None:
-                own_ref = own_ref or _write_table(layout, write_id, own)
+                own_ref = own_ref or write_table(layout, write_id, own)
                 refs = [own_ref]
             else:
-                refs = _append_tables(layout, write_id, base, own)
+                refs = append_tables(layout, write_id, base, own)
                 version_statistics = Statistics.total(features, [base.statistics, statistics])
-        number = latest.version + 1 if latest else 1
         manifest = Manifest(
-            path=path, version=number, write_id=write_id, features=features,
-            shards=ShardTable(refs, layout.version(number), functools.partial(read_table, path)),
+            path=path, version=folder.next_number, write_id=write_id, features=features,
+            shards=ShardTable(refs, layout.version(folder.next_number), functools.partial(read_table, path)),
             compression=options.compression, column_types=options.column_types,
             format_version=format_for(options.column_types),
             metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-            parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics)
+            parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics,
+            cache_id=folder.cache_id or new_cache_id(), parent_write_id=latest.write_id if latest else None)
         target, text = layout.version(manifest.version), manifest.to_json()
         if len(text) > MAX_MANIFEST_BYTES:  # every reader would refuse it, and the cache take no more writes
             raise PublishError(f"version {manifest.version} of {path} would have a header of {len(text):,} bytes, "
                                f"more than the {MAX_MANIFEST_BYTES:,} a reader takes; nothing was published")
         if fs.create_if_absent(target, text, layout.temporary(target, write_id)):
             return manifest
-        winner = read_version(path, manifest.version)
-        if winner.write_id == write_id:  # this write's own finalize, running twice at once
-            return winner
+        folder, tried = None, manifest.version
     raise PublishError(f"write {write_id} could not publish at {path}: other writers published first "
                        f"{MAX_COMMIT_ATTEMPTS} times in a row; nothing was published")
-
-
-def _write_table(layout: CacheLayout, write_id: str, table: pa.Table) -> TableRef:
-    """Writes `table` to `_tables/` under its content's name (kept if there already); returns its ref."""
-    name, data = table_file(table, write_id)
-    target = layout.table(name)
-    fs.create_if_absent(target, data, layout.temporary(target, write_id))
-    rows, sizes = (pc.sum(table.column(column)).as_py() or 0 for column in ("num_rows", "num_bytes"))
-    return TableRef(name, table.num_rows, rows, sizes, len(data), checksum_of(data))
-
-
-def _append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: pa.Table) -> list[TableRef]:
-    """The tables of an append: the base version's, then the new shards' `own`, written with the
-    small tables at the end merged into it where `plan_tables` says (a base of format 1 or 2 is
-    written as one table first)."""
-    if not base.has_tables:
-        refs = [_write_table(layout, write_id, base.shards.arrow())] if len(base.shards) else []
-    else:
-        refs = list(base.shards.refs)
-    keep = len(refs) + 1 - plan_tables([r.num_shards for r in refs] + [own.num_rows])
-    tables = [read_table(layout.path, ref) for ref in refs[keep:]] + [own]
-    return refs[:keep] + [_write_table(layout, write_id, concat_tables(tables) if len(tables) > 1 else own)]
-
-
-def _with_kept(parent: Manifest, added: list[tuple[ShardInfo, tuple | None]], kept: dict[int, int]) -> pa.Table:
-    """The table of a rewrite of `parent` (compact): its shards at `kept` positions, the added ones between."""
-    new, shards, batch_rows = iter(added), [], []
-    for position in range(len(added) + len(kept)):
-        if position in kept:
-            shards.append(parent.shards[kept[position]])
-            batch_rows.append(parent.shards.batch_rows(kept[position]))
-        else:
-            shard, rows = next(new)
-            shards.append(shard)
-            batch_rows.append(rows)
-    return build_table(shards, batch_rows)
 
 
 def _adopt_format1(layout: CacheLayout, manifest: Manifest, write_id: str) -> None:
@@ -317,24 +303,28 @@ def _adopt_format1(layout: CacheLayout, manifest: Manifest, write_id: str) -> No
     fs.create_if_absent(target, manifest.to_json(LISTED_FORMAT_VERSION), layout.temporary(target, write_id))
 
 
-def update_pointer(layout: CacheLayout) -> Manifest | None:
-    """Makes `_metadata.json` hold the newest committed version; returns it.
+def update_pointer(layout: CacheLayout, known: Manifest | None = None) -> Manifest | None:
+    """Makes `_metadata.json` hold the latest version (`latest.resolve`, from `known` where the
+    pointer is older: a version this write committed); returns it.
 
-    Writes only when the pointer is behind, and checks again after writing, so that
-    whichever writer finishes last leaves the newest version in place.
+    Writes only when the pointer is behind (or unreadable), and checks again after
+    writing, so that whichever writer finishes last leaves the latest version in place.
     """
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        newest = latest_committed(layout.path)
+        folder = resolve(layout.path, known=known)
+        newest = folder.latest
         if newest is None:
             return None
-        try:
-            current = read_pointer(layout.path).version
-        except (CacheNotFoundError, CorruptCacheError):
-            current = None
-        if current is not None and current >= newest.version:
+        if folder.pointer is not None and folder.pointer.version >= newest.version:
             return newest
-        fs.write_bytes_atomic(layout.manifest, newest.to_json(),
-                              layout.temporary(layout.manifest, newest.write_id))
+        owner = newest.write_id if is_write_id(newest.write_id) else new_write_id()  # names the temporary file
+        temporary = layout.temporary(layout.manifest, owner)
+        try:
+            fs.write_bytes_atomic(layout.manifest, newest.to_json(), temporary)
+        except IsADirectoryError:
+            fs.delete([temporary])
+            raise CorruptCacheError(f"{layout.manifest} is a folder, not a regular file: remove it, and gc writes the "
+                                    "latest version's header there again") from None
     raise PublishError(f"{layout.manifest} kept changing while this write brought it up to date")
 
 

@@ -19,6 +19,7 @@ from beam_shards.shards import merge
 from beam_shards.shards.merge import file_overhead, plan_bins
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES, WriterOptions, WrittenShard
 from beam_shards.versions.commit import abandon, publish
+from beam_shards.versions.lock import refuse_links
 from beam_shards.versions.staging import staged_shards
 
 
@@ -36,6 +37,7 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
         nothing is published.
       PublishError: another write published a version while this one compacted;
         nothing is published (run it again).
+      CacheError: `_staging`, `_tables` or `_versions` is a link.
     """
     options = WriterOptions(shard_size_bytes=shard_size_bytes)
     latest = read_metadata(path)
@@ -44,6 +46,7 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
     if all(len(b) == 1 for b in bins):
         return latest, None
     layout = CacheLayout(path)
+    refuse_links(layout)
     write_id = new_write_id()
     open_staged = staged_shards(layout.new_attempt(write_id))
     try:

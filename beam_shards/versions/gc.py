@@ -17,8 +17,15 @@ The rules:
   `min_age=0` removes them at once: use it only when no write to the cache runs.
   Finding them lists the whole folder, so the retention a write runs after it
   publishes (`sweep=False`) leaves them to `beam-shards gc`.
+- Versions are those of the rule every reader and writer follows (`format.latest`): the
+  latest and its history. A version file that is no version (damaged, another cache's,
+  a stray past a gap) is reported (`Garbage.ignored`) and never deleted. One that can be
+  read protects nothing: the shards only it lists are leftovers like any other. While one
+  up to the latest cannot be read at all, what it lists is unknown, so gc removes no
+  shard or shard table (it still removes versions' headers, staging and temporary files).
 - Only files that `layout.classify` recognises are ever deleted, never a link's
-  target, and only in a folder that holds a cache or staging in beam_shards' layout.
+  target, and only in a folder that holds a cache or staging in beam_shards' layout;
+  `_staging`, `_tables` and `_versions` that are links are refused (`lock.refuse_links`).
 """
 
 from __future__ import annotations
@@ -31,15 +38,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.errors import CacheNotFoundError, CorruptCacheError
-from beam_shards.format.catalog import read_pointer, read_table, read_version, version_numbers
+from beam_shards.format.latest import history, resolve
 from beam_shards.format.layout import (STAGING_DIR, TABLES_DIR, VERSIONS_DIR, CacheLayout, classify, is_write_id,
                                        parse_version_name, version_name, write_id_time)
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import TableRef
+from beam_shards.format.version_files import read_table
 from beam_shards.storage import folders, fs
 from beam_shards.units import parse_duration
 from beam_shards.versions.commit import update_pointer
-from beam_shards.versions.lock import cache_lock
+from beam_shards.versions.lock import cache_lock, refuse_links
 
 DEFAULT_KEEP = 2
 DEFAULT_MIN_AGE = datetime.timedelta(days=7)
@@ -79,7 +87,8 @@ class Retention:
 
 @dataclasses.dataclass
 class Garbage:
-    """What gc found (or removed): files by path relative to the cache, with their sizes and reasons.
+    """What gc found (or removed): files by path relative to the cache, with their sizes and reasons,
+    and the version files it ignores (no versions: damaged, another cache's, strays), with why.
 
     Example:
         >>> garbage = find_garbage("/tmp/my_cache")  # doctest: +SKIP
@@ -92,6 +101,7 @@ class Garbage:
     removed_versions: list[int]
     kept_versions: list[int]
     published: bool
+    ignored: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def num_bytes(self) -> int:
@@ -216,34 +226,34 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
 
     Raises:
       CacheNotFoundError: `path` holds neither a cache nor staging in beam_shards' layout.
-      CorruptCacheError: a manifest cannot be read, so which shards belong to which
-        version is unknown; nothing is removed then.
+      CorruptCacheError: a shard table a version names cannot be read, so which shards
+        belong to it is unknown, or a version is of a newer format; nothing is removed then.
+      CacheError: `_staging`, `_tables` or `_versions` is a link.
     """
-    try:  # before the listing, so every version up to the pointer's is in it
-        latest: Manifest | None = read_pointer(path)
-    except CacheNotFoundError:
-        latest = None
-    pointer = latest.version if latest is not None else None
+    refuse_links(CacheLayout(path))
+    folder = resolve(path, listed=sweep)  # the pointer before the listing, so every version up to its is in it
+    latest, published = folder.latest, folder.latest is not None
+    if not sweep and (latest is None or latest.version <= retention.keep):  # no more versions than kept
+        return Garbage(path, {}, {}, [], [], published, folder.ignored())
+    folder = folder.with_listing()
+    pointer = folder.pointer.version if folder.pointer is not None else None
     files = folders.walk(path) if sweep and _is_folder(path) else {}
-    numbers = version_numbers(path)  # each entry, so that a folder where a version should be is seen
+    numbers = sorted({n for n in folder.numbers if n <= latest.version and n not in folder.passed}
+                     | {latest.version}) if published else []
     if not sweep and len(numbers) <= retention.keep:  # nothing to remove: no version need be read
-        return Garbage(path, {}, {}, [], numbers, pointer is not None)
-    found = {}
-    for number in numbers:
-        try:
-            found[number] = read_version(path, number, latest)
-        except FileNotFoundError:  # removed by another gc since the listing
-            continue
-    if latest is not None:
-        found.setdefault(latest.version, latest)  # a format-1 cache, or a listing that missed it
-    versions = [found[n] for n in sorted(found)]
-    if pointer is None and not versions and not _holds_our_layout(path, files):
+        return Garbage(path, {}, {}, [], numbers, published, folder.ignored())
+    found = history(folder)
+    versions, ignored = found.versions, folder.ignored(found.ignored)
+    unknown = [f"{VERSIONS_DIR}/{version_name(n)}" for n in sorted(folder.unreadable | found.unreadable)]
+    for name in unknown:
+        ignored[name] += "; while it cannot be read, gc removes no shard or shard table (it may list them)"
+    if not published and not _holds_our_layout(path, files):
         raise CacheNotFoundError(f"{path} is not a beam_shards cache (no _metadata.json, no versions) and holds no "
                                  "staging a beam_shards write left; nothing removed")
     now = now or datetime.datetime.now(datetime.timezone.utc)
     removed = retained(versions, pointer, retention, now)
     if not sweep and not removed:
-        return Garbage(path, {}, {}, [], [m.version for m in versions], pointer is not None)
+        return Garbage(path, {}, {}, [], [m.version for m in versions], published, ignored)
     kept = [m for m in versions if m.version not in removed]
     gone = [m for m in versions if m.version in removed]
     if sweep:  # every file is classified: every listed name is needed
@@ -256,8 +266,10 @@ def find_garbage(path: str, retention: Retention = Retention(), *, now: datetime
         listed_by_removed = candidates - referenced
         files = _stats(path, [f"{VERSIONS_DIR}/{version_name(n)}" for n in removed] + sorted(listed_by_removed))
     reasons = plan(files, removed, referenced, listed_by_removed, retention, now)
+    if unknown:
+        reasons = {r: why for r, why in reasons.items() if classify(r)[0] not in ("shard", "table")}
     return Garbage(path, {r: files[r].size for r in sorted(reasons)}, reasons, removed,
-                   [m.version for m in versions if m.version not in removed], pointer is not None)
+                   [m.version for m in versions if m.version not in removed], published, ignored)
 
 
 def _stats(path: str, relatives: list[str]) -> dict[str, folders.FileStat]:

@@ -1,4 +1,5 @@
-"""`verify`: checks a version's shard tables and every shard against its manifest and reports all problems.
+"""`verify`: checks a version's shard tables and every shard against its manifest and reports all problems,
+and the version files that are no versions (damaged ones the rule passes over, strays; `format.latest`).
 
 Shards are checked one after another on a local disk (the disk is the bottleneck) and
 `REMOTE_WORKERS` at a time on an object store, where each check waits on the network.
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
 from beam_shards.format.catalog import read_metadata
+from beam_shards.format.latest import resolve
 from beam_shards.format.manifest import Manifest, size_problem
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.storage import fs
@@ -54,7 +56,8 @@ def verify(path: str, *, version: int | None = None,
       on_shard: called with (shards done, shard count) after each shard, for progress.
 
     Returns:
-      A report listing every problem found, not only the first.
+      A report listing every problem found, not only the first: those of the version
+      checked, then each version file that is no version (which readers ignore).
 
     Raises:
       CacheNotFoundError: there is no cache at `path`.
@@ -66,15 +69,15 @@ def verify(path: str, *, version: int | None = None,
     except CacheError as error:
         return VerifyReport(path, None, [str(error)])
     report = VerifyReport(path, manifest, check_tables(manifest))
-    if report.problems:  # the shard list itself cannot be trusted
-        return report
-    workers = 1 if fs.is_local(path) else REMOTE_WORKERS
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        for problems in pool.map(lambda shard_id: check_shard(manifest, shard_id), range(manifest.num_shards)):
-            report.problems.extend(problems)
-            report.shards_checked += 1
-            if on_shard is not None:
-                on_shard(report.shards_checked, manifest.num_shards)
+    if not report.problems:  # else the shard list itself cannot be trusted
+        workers = 1 if fs.is_local(path) else REMOTE_WORKERS
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for problems in pool.map(lambda shard_id: check_shard(manifest, shard_id), range(manifest.num_shards)):
+                report.problems.extend(problems)
+                report.shards_checked += 1
+                if on_shard is not None:
+                    on_shard(report.shards_checked, manifest.num_shards)
+    report.problems.extend(f"{name}: {why}" for name, why in resolve(path, listed=True).ignored().items())
     return report
 
 

@@ -13,7 +13,7 @@ import pytest
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, Manifest, Value, read_metadata,
                          write_shards)
 from beam_shards.errors import NewerFormatError
-from beam_shards.format.catalog import read_table
+from beam_shards.format.version_files import read_table
 from beam_shards.format.layout import MANIFEST_NAME, CacheLayout, new_write_id, shard_name, write_id_of_shard
 from beam_shards.format.manifest import FORMAT_VERSION
 

@@ -21,7 +21,7 @@ import pytest
 from beam_shards import ArrowBackend, ShardedDataset, list_versions, read_metadata, verify, write_shards
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import ClassLabel, Features, Value
-from beam_shards.format import catalog
+from beam_shards.format import version_files
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, new_write_id
 from beam_shards.format.shard_table import TABLE_SCHEMA, plan_tables, table_file
 from beam_shards.shards.options import WriterOptions, WrittenShard
@@ -65,7 +65,7 @@ def big(tmp_path_factory) -> str:
 def counted_reads(monkeypatch) -> list[str]:
     """Every metadata file read (headers, tables) from now on, by path."""
     reads = []
-    real_read, real_table = fs.read_bytes, catalog.read_table
+    real_read, real_table = fs.read_bytes, version_files.read_table
 
     def read_bytes(path, limit=None):
         reads.append(str(path))
@@ -76,7 +76,7 @@ def counted_reads(monkeypatch) -> list[str]:
         return real_table(path, ref)
 
     monkeypatch.setattr(fs, "read_bytes", read_bytes)
-    monkeypatch.setattr(catalog, "read_table", read_table)
+    monkeypatch.setattr(version_files, "read_table", read_table)
     return reads
 
 

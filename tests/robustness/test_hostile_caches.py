@@ -32,8 +32,10 @@ from beam_shards import (ArrowBackend, CacheNotFoundError, ClassLabel, CorruptCa
                          write_shards)
 from beam_shards.cli import commands as cli
 from beam_shards.cli.commands import printable
+from beam_shards.errors import NewerFormatError
 from beam_shards.format.layout import CacheLayout
 from beam_shards.format.manifest import MAX_MANIFEST_BYTES
+from beam_shards.format.version_files import find_pointer
 from beam_shards.versions.gc import find_garbage
 
 from _hostile import (CLI_FEATURES, SCALE, assert_clear, cases, cli_command, cli_rows, craft_manifest, crafted,
@@ -313,6 +315,29 @@ def files_in(path: str) -> set[str]:
     return {os.path.join(root, name) for root, dirs, names in os.walk(path) for name in names + dirs}
 
 
+def pointer_damaged(path: str) -> bool:
+    """Whether `_metadata.json` is damaged (not of a newer format) while `_versions/` holds its copy:
+    then gc writes it again, as its error says."""
+    try:
+        find_pointer(path)
+    except NewerFormatError:
+        return False
+    except CorruptCacheError:
+        return not os.path.isdir(CacheLayout(path).manifest)
+    return False
+
+
+def expected_of(name: str, kind: str, seen: str, expected: type | None, version: int | None, path: str) -> type | None:
+    """What a reader or command named `name`, of kind `kind`, raises on the crafted cache: a
+    damaged older version file is no version, which log and gc ignore (`format.latest`), and
+    gc writes a damaged pointer again from its copy."""
+    if name in ("list_versions", "log", "gc") and version is not None and version < 2:
+        return None
+    if name == "gc" and version is None and pointer_damaged(path):
+        return None
+    return expected if sees(kind, seen) else None
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("craft, seen, expected, words", cases(MANIFEST_CASES + SHARD_CASES))
 def test_crafted_cache_corpus(cli_cache, capsys, craft, seen, expected, words):
@@ -321,14 +346,15 @@ def test_crafted_cache_corpus(cli_cache, capsys, craft, seen, expected, words):
     tracemalloc.start()
     try:
         for name, kind, read in READERS:
-            check_reader(name, lambda: read(cli_cache, version), expected if sees(kind, seen) else None, words)
+            check_reader(name, lambda: read(cli_cache, version),
+                         expected_of(name, kind, seen, expected, version, cli_cache), words)
         check_verify(cli_cache, version, expected if sees(ROWS, seen) else None, words)
         for name, kind, argv in COMMANDS:
             argv = cli_command(argv, cli_cache) + (["--version", str(version)] if version and name not in ("log", "gc")
                                                 else [])
             if name == "info" and not has_statistics(cli_cache, version):
                 kind = ROWS  # a version without statistics (format 2, as crafted) has its label column read
-            checkcli_command(capsys, argv, expected if sees(kind, seen) else None, words)
+            checkcli_command(capsys, argv, expected_of(name, kind, seen, expected, version, cli_cache), words)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

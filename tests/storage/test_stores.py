@@ -24,7 +24,7 @@ from beam_shards import (ArrowBackend, Features, ReadFromArrowShards, ShardedDat
                          WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
 from beam_shards.cli import commands as cli
 from beam_shards.errors import FileTooLargeError
-from beam_shards.format.catalog import read_pointer
+from beam_shards.format.version_files import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, TABLES_DIR, VERSIONS_DIR, new_write_id, version_name
 from beam_shards.shards.options import WriterOptions
 from beam_shards.storage import folders, fs
@@ -395,10 +395,11 @@ def test_a_finalize_running_twice_at_once_publishes_its_append_once(store, monke
         return commit.publish(path, write_id=write_id, features=SMALL, staged=staged, options=WriterOptions(),
                               metadata={}, mode="append")
 
+    before = commit.resolve(path)  # what the twin finds when it looks just before the first commits
     first = publish()
-    real, looks = commit.find_published, []
-    monkeypatch.setattr(commit, "find_published", lambda *args: looks.append(args) or (
-        None if len(looks) == 1 else real(*args)))
+    real, looks = commit.resolve, []
+    monkeypatch.setattr(commit, "resolve", lambda *args, **kwargs: looks.append(args) or (
+        before if len(looks) == 1 else real(*args, **kwargs)))
     second = publish()
     assert len(looks) >= 2, "the early look was forced"
     assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]

@@ -20,7 +20,7 @@ import pytest
 from beam_shards import (ArrowBackend, CacheExistsError, CacheNotFoundError, CorruptCacheError, Features, PublishError,
                          Retention, SchemaMismatchError, ShardedDataset, Value, VersionNotFoundError,
                          WriteInProgressError, WriteToArrowShards, list_versions, read_metadata, verify, write_shards)
-from beam_shards.format.catalog import read_pointer
+from beam_shards.format.version_files import read_pointer
 from beam_shards.format.layout import MANIFEST_NAME, VERSIONS_DIR, CacheLayout, classify, new_write_id, shard_name
 from beam_shards.format.manifest import ShardInfo
 from beam_shards.shards.options import WriterOptions
@@ -122,13 +122,13 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
     write_shards(rows(0, 5), path, SMALL)
     slow = new_write_id()
     staged = stage(path, slow, rows(50, 5, "slow"))
-    stale = read_metadata(path)
     calls = {"n": 0}
-    real = commit.latest_committed
+    real = commit.resolve
 
-    def first_call_stale(p):
+    def first_call_stale(p, **kwargs):
         calls["n"] += 1
         if calls["n"] == 1:  # another writer (on an object store: no lock) commits version 2 meanwhile
+            stale = real(p)
             fast = new_write_id()
             staged_fast = stage(path, fast, rows(10, 5, "fast"))
             names = [shard_name(fast, i, len(staged_fast)) for i in range(len(staged_fast))]
@@ -137,11 +137,11 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
                      for n, s in zip(names, staged_fast)]
             real_commit(CacheLayout(path), fast, SMALL, added, None, WriterOptions(), {}, "append", None, {}, None)
             return stale
-        return real(p)
+        return real(p, **kwargs)
 
     real_commit = commit._commit
 
-    monkeypatch.setattr(commit, "latest_committed", first_call_stale)
+    monkeypatch.setattr(commit, "resolve", first_call_stale)
     manifest = publish(path, slow, staged, mode="append")
     assert manifest.version == 3 and manifest.parent_version == 2
     assert ids(path) == list(range(0, 5)) + list(range(10, 15)) + list(range(50, 55)), "append re-based on the winner"
@@ -287,7 +287,7 @@ def test_format1_cache_reads_as_version_1_and_takes_new_versions(tmp_path):
 def test_pointer_catches_up_after_a_writer_died_between_commit_and_pointer(tmp_path, monkeypatch):
     path = str(tmp_path / "cache")
     write_shards(rows(0, 5), path, SMALL)
-    monkeypatch.setattr(commit, "update_pointer", lambda layout: None)  # the writer dies right after its commit
+    monkeypatch.setattr(commit, "update_pointer", lambda *args: None)  # the writer dies right after its commit
     write_id = new_write_id()
     publish(path, write_id, stage(path, write_id, rows(10, 5)))
     monkeypatch.undo()
@@ -439,14 +439,15 @@ def test_a_finalize_that_looked_before_its_twin_committed_does_not_append_the_sh
     write_shards(rows(0, 10), path, SMALL)
     write_id = new_write_id()
     staged = stage(path, write_id, rows(100, 20))
+    before = commit.resolve(path)  # what the twin finds when it looks just before the first commits
     first = publish(path, write_id, staged, mode="append")
-    real, looks = commit.find_published, []
+    real, looks = commit.resolve, []
 
-    def looked_too_early(*args):
+    def looked_too_early(*args, **kwargs):
         looks.append(args)
-        return None if len(looks) == 1 else real(*args)  # the twin's first look, before the commit
+        return before if len(looks) == 1 else real(*args, **kwargs)
 
-    monkeypatch.setattr(commit, "find_published", looked_too_early)
+    monkeypatch.setattr(commit, "resolve", looked_too_early)
     second = publish(path, write_id, staged, mode="append")
     assert len(looks) >= 2, "the early look was forced"
     assert second.version == first.version == 2 and [m.version for m in list_versions(path)] == [1, 2]
@@ -517,21 +518,17 @@ def test_a_damaged_newest_version_file_is_served_by_the_pointer_that_copies_it(t
     assert ids(path) == list(range(5)) + list(range(10, 15)) + list(range(20, 25))
 
 
-def test_a_damaged_older_version_file_says_the_way_out_and_moving_it_aside_works(tmp_path):
+def test_a_damaged_older_version_file_is_ignored_by_writes_log_and_gc(tmp_path):
     path = str(tmp_path / "cache")
     for start in (0, 10, 20):
         write_shards(rows(start, 5), path, SMALL)
     _damage(path, 1)
     assert write_shards(rows(30, 5), path, SMALL).version == 4, "writes read only the newest version"
-    damaged = CacheLayout(path).version(1)
-    for call in (lambda: list_versions(path), lambda: collect_garbage(path)):
-        with pytest.raises(CorruptCacheError, match=r"00000000000000000001\.json is not valid JSON.*No reader can open "
-                                                    r"version 1 from it: move it aside, and writes, log and gc work"):
-            call()
-    os.rename(damaged, str(tmp_path / "aside.json"))
     assert [m.version for m in list_versions(path)] == [2, 3, 4]
-    collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0)))
+    garbage = collect_garbage(path, Retention(keep=1, min_age=datetime.timedelta(0)))
     assert ids(path) == list(range(30, 35)) and [m.version for m in list_versions(path)] == [4]
+    damaged = f"{VERSIONS_DIR}/{os.path.basename(CacheLayout(path).version(1))}"
+    assert "is not valid JSON" in garbage.ignored[damaged] and os.path.exists(os.path.join(path, damaged))
 
 
 def test_a_damaged_pointer_names_the_way_out_and_the_way_out_works(tmp_path):
@@ -541,9 +538,8 @@ def test_a_damaged_pointer_names_the_way_out_and_the_way_out_works(tmp_path):
     with open(os.path.join(path, MANIFEST_NAME), "w") as handle:
         handle.write("{not json")
     with pytest.raises(CorruptCacheError, match="not valid JSON .* It is a copy of the newest version's header in .*"
-                                                "move it aside and run `beam-shards gc "):
+                                                "`beam-shards gc .*` writes it again"):
         read_metadata(path)
-    os.rename(os.path.join(path, MANIFEST_NAME), os.path.join(path, "damaged.json"))
     collect_garbage(path)
     assert read_metadata(path).version == 2 and ids(path) == list(range(5)) + list(range(10, 15))
     assert write_shards(rows(20, 5), path, SMALL, mode="append").version == 3
