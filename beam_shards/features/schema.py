@@ -106,7 +106,19 @@ class Features(Mapping[str, Feature]):
 
     @classmethod
     def from_json(cls, text: str) -> Features:
-        return cls.from_dict(json.loads(text))
+        """Features from their JSON text (a `--features` file, a manifest's features).
+
+        Raises:
+          FeatureError: the text is not JSON, nests too deeply for Python's parser, or is
+            not a mapping of name -> feature.
+        """
+        try:
+            spec = json.loads(text)
+        except RecursionError:
+            raise FeatureError("features JSON nests too deeply to read (a feature nests at most 64 levels)") from None
+        except ValueError as error:
+            raise FeatureError(f"features are not valid JSON: {error}") from None
+        return cls.from_dict(spec)
 
     def fingerprint(self) -> str:
         """A sha256 hex digest of the canonical JSON: stable across processes and versions."""

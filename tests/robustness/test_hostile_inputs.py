@@ -187,6 +187,20 @@ def test_a_parquet_column_nested_past_64_levels_is_a_usage_error(tmp_path, capsy
         assert word in error, error
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "[" * 100_000],
+                         ids=["nested 100,000 deep", "cut inside 100,000 brackets"])
+def test_a_features_file_nested_100000_deep_is_a_usage_error_in_one_line(tmp_path, capsys, text):
+    (tmp_path / "rows.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "features.json").write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        convert(jsonl, tmp_path / "rows.jsonl", tmp_path / "out", "--features", str(tmp_path / "features.json"))
+    error = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2
+    assert "--features" in error[-1] and "nests too deeply" in error[-1] or "not valid JSON" in error[-1], error
+    assert not any("Traceback" in line or "RecursionError" in line for line in error), error
+
+
 # ---- 3. rows of 100,000 keys -------------------------------------------------------------------------
 
 WIDE = 100_000
