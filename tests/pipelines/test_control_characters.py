@@ -31,12 +31,13 @@ def assert_escaped(text: str, shown: str = SHOWN) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_a_csv_header_in_a_bad_row_error_is_escaped(tmp_path, capsys):
+def test_a_csv_header_holding_control_characters_is_refused_escaped(tmp_path, capsys):
     (tmp_path / "data.csv").write_text(f"a,b{ESCAPE},c\n1,2,3\n4,5\n")
     argv = ["--input", str(tmp_path / "data.csv"), "--output", str(tmp_path / "out"), RUNNER]
-    assert common.main(csv_pipeline.run, argv) == 1
+    with pytest.raises(SystemExit) as exit_:
+        common.main(csv_pipeline.run, argv)
     err = capsys.readouterr().err
-    assert "line 3: has 2 fields, the header has 3" in err and "add --skip_bad" in err
+    assert exit_.value.code == 2 and "holds a control character" in err
     assert_escaped(err)
 
 
@@ -46,7 +47,7 @@ def test_a_jsonl_key_in_a_usage_error_is_escaped(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         common.main(jsonl.run, argv)
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and "column 'picture' is not in the input (its columns: key" in err
+    assert exit_.value.code == 2 and "column 'picture' is not in the input (its columns: 'key" in err
     assert_escaped(err)
 
 

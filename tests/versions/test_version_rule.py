@@ -23,6 +23,8 @@ from beam_shards.storage import fs
 from beam_shards.versions import commit
 from beam_shards.versions.gc import collect_garbage
 
+from _paths import DATA
+
 pytestmark = pytest.mark.timeout(120)
 
 SMALL = Features({"id": Value("int64"), "who": Value("string")})
@@ -120,7 +122,7 @@ def test_a_damaged_older_version_file_stops_no_write_log_or_gc(tmp_path, capsys)
 def test_a_damaged_pointer_that_is_all_there_is_stops_gc_and_writes_with_nothing_removed(tmp_path):
     """A format-1 cache has no `_versions/` to write `_metadata.json` again from."""
     path = str(tmp_path / "cache")
-    shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "format1_cache"), path)
+    shutil.copytree(os.path.join(DATA, "format1_cache"), path)
     with open(os.path.join(path, MANIFEST_NAME), "w") as handle:
         handle.write("{not json")
     before = sorted(os.listdir(path))
