@@ -5,7 +5,7 @@ its feature kind. Each kind lives in its own module, with how it checks, encodes
 decodes and describes values, its Arrow type, its JSON form and its Hugging Face form
 (which `beam_shards.hf` maps): `Value` and `ClassLabel` (`value`), `Image`, `Video` and
 `Audio` (`files`), `Array` (`array`), `Sequence` (`sequence`) and `Struct` (`struct`);
-`base` holds what they share.
+`base` holds what they share, `casting` the casts of numbers that change no value.
 
 Example:
     >>> from beam_shards import Features, Value, Image, Array, ClassLabel, encode_example
@@ -24,7 +24,8 @@ Example:
 
 from beam_shards.features.array import Array
 from beam_shards.features.base import (FLOAT_DTYPES, Feature, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, arrow_family,
-                                       cast_safely, casts, feature_from_dict, feature_kinds, list_lengths)
+                                       casts, feature_from_dict, feature_kinds, list_lengths)
+from beam_shards.features.casting import cast_safely
 from beam_shards.features.columns import numpy_values, row_getter
 from beam_shards.features.decode import check_image_mode, decode_table
 from beam_shards.features.files import Audio, Image, Video

@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 
 from beam_shards.display import short_repr
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (NUMERIC_DTYPES, CastError, Feature, Invalid, arrow_family, cast_numbers,
-                                       cast_safely, check_nullable, kind, list_lengths, list_offsets, null_mask,
-                                       restore_nulls, row_of)
+from beam_shards.features.base import (NUMERIC_DTYPES, Feature, Invalid, arrow_family, check_nullable, kind,
+                                       list_lengths, list_offsets, null_mask, restore_nulls, row_of)
+from beam_shards.features.casting import CastError, cast_numbers, cast_safely
 from beam_shards.features.columns import numpy_values, with_nulls
 
 # Every int of at most this magnitude is exact as a float64.

@@ -13,8 +13,9 @@ import pyarrow.compute as pc
 
 from beam_shards.display import clip, short_repr
 from beam_shards.errors import FeatureError
-from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, CastError, Feature,
-                                       Invalid, arrow_family, cast_numbers, cast_safely, check_nullable, kind)
+from beam_shards.features.base import (FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, Feature, Invalid,
+                                       arrow_family, check_nullable, kind)
+from beam_shards.features.casting import CastError, cast_numbers, cast_safely
 
 _INT_RANGES = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INT_DTYPES}
 # `Feature.plain_type` per dtype: ints out of range fail to build (numpy refuses them),
