@@ -16,6 +16,7 @@ from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import ShardInfo
 from beam_shards.hf import from_hf, from_hf_features, to_hf_features
+from beam_shards.lazy import lazy_names
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.sampler import ShardedSampler
@@ -34,15 +35,8 @@ _LAZY = {
     "ShardedDataLoader": "beam_shards.read.loader",
 }
 
-
-def __getattr__(name: str):
-    # The Beam transforms import apache_beam, which training code never needs; the loader imports torch.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'beam_shards' has no attribute {name!r}")
-
+# The Beam transforms import apache_beam, which training code never needs; the loader imports torch.
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "__version__", "abandon", "Array", "ArrowBackend", "Audio", "BeamShardsError", "CacheError", "CacheExistsError",

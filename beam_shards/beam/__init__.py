@@ -1,5 +1,7 @@
 """The Apache Beam transforms: the sink, the source and their counters."""
 
+from beam_shards.lazy import lazy_names
+
 _LAZY = {
     "BAD_INPUTS": "beam_shards.beam.counters",
     "NAMESPACE": "beam_shards.beam.counters",
@@ -10,15 +12,8 @@ _LAZY = {
     "ReadFromArrowShards": "beam_shards.beam.source",
 }
 
-
-def __getattr__(name: str):
-    # Importing a module of this part imports this face first: keep apache_beam out of the CLI's imports.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'beam_shards.beam' has no attribute {name!r}")
-
+# Importing a module of this part imports this face first: keep apache_beam out of the CLI's imports.
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BAD_INPUTS", "drop_known_noise", "NAMESPACE", "quiet_beam", "ReadAllFromArrowShards", "ReadFromArrowShards",

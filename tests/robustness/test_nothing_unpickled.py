@@ -26,8 +26,8 @@ RISKY_ATTRIBUTES = {"import_module", "read_pickle", "unsafe_load", "full_load", 
                     "spec_from_file_location", "literal_eval"}
 # (package, the use as written in the source, why it never reads stored data)
 ALLOWED = {
-    ("beam_shards", "importlib.import_module(_LAZY[name])",
-     "the package face imports its own Beam and torch modules lazily, from a fixed table of names in code"),
+    ("beam_shards", "importlib.import_module(modules[name])",
+     "the package's faces import their own Beam and torch modules lazily, from fixed tables of names in code"),
     ("pipelines", "importlib.import_module(module_name)",
      "`python -m pipelines.NAME` imports the pipeline module named by the code that runs it"),
     ("pipelines", "importlib.import_module(module)",
