@@ -11,46 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from beam_shards import FeatureError
-from beam_shards.format import MAX_DEPTH
-
-_NEITHER_QUOTE_NOR_BRACKET = bytes(byte for byte in range(256) if byte not in b'"[]{}')
-# Brackets are counted in chunks of this many, to keep the counting's memory small.
-_CHUNK = 1 << 20
-
+from beam_shards.format import MAX_DEPTH, json_text_depth
 
 class TooDeep(ValueError):
     """JSON text nests lists and objects deeper than `MAX_DEPTH` levels."""
-
-
-def json_text_depth(text: bytes | bytearray) -> int:
-    """How many levels of lists and objects JSON text in UTF-8 nests: 0 for a number or a
-    string, 1 for a flat list. For text that is not JSON, at least as many as a parser opens
-    before it fails: brackets are counted outside strings, whatever their kinds.
-
-    Example:
-        >>> json_text_depth(b'{"a": [1, "]]][[["]}')
-        2
-    """
-    if b"\\" in text:
-        # Outside strings, valid JSON holds no backslash: in a run of them each pair is one
-        # escaped backslash, and an odd one out escapes what follows (a quote, if anything here).
-        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
-    data = np.frombuffer(text.translate(None, _NEITHER_QUOTE_NOR_BRACKET), np.uint8)
-    deepest = level = quotes = 0  # quotes: 1 when the chunks before end inside a string
-    for start in range(0, len(data), _CHUNK):
-        chunk = data[start:start + _CHUNK]
-        is_quote = chunk == ord('"')
-        # A bracket is outside strings when an even number of quotes comes before it.
-        outside = ((quotes + np.cumsum(is_quote, dtype=np.int32)) & 1) == 0
-        opening = ((chunk == ord("[")) | (chunk == ord("{"))) & outside
-        closing = ((chunk == ord("]")) | (chunk == ord("}"))) & outside
-        levels = level + np.cumsum(opening.astype(np.int32) - closing)
-        deepest, level, quotes = max(deepest, int(levels.max())), int(levels[-1]), int(not outside[-1])
-    return deepest
 
 
 def check_json_text(text: str) -> None:

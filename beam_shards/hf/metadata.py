@@ -10,32 +10,20 @@ file holds, the answer is what it says or one FeatureError line naming the file.
 
 from __future__ import annotations
 
-import itertools
 import json
 import posixpath
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from beam_shards.display import clip, printable, short_repr
 from beam_shards.errors import FeatureError
 from beam_shards.features import HF_METADATA_KEY
+from beam_shards.format.json_text import json_text_depth
 from beam_shards.format.manifest import MAX_DEPTH
 from beam_shards.storage import fs
 
-# A JSON string, escapes included; one left open runs to the end, so a scan never backtracks.
-_STRING = re.compile(r'"(?:[^"\\]+|\\.)*"?', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 # A save_to_disk folder's JSON files are read whole up to this size.
 _MAX_JSON_BYTES = 64 << 20
-
-
-def bracket_depth(text: str) -> int:
-    """How many levels the arrays and objects of JSON `text` nest, counted on its brackets
-    outside strings, without parsing it (in time linear in its length)."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
 def load_json(raw: bytes | str, where: str) -> Any:
@@ -48,7 +36,7 @@ def load_json(raw: bytes | str, where: str) -> Any:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as error:
         raise FeatureError(f"{where} is not UTF-8 ({error.reason} at byte {error.start})") from None
-    depth = bracket_depth(text)
+    depth = json_text_depth(text.encode("utf-8", "surrogatepass"))
     if depth > MAX_DEPTH:
         raise FeatureError(f"{where} nests {depth:,} levels of JSON; at most {MAX_DEPTH} are read")
     try:

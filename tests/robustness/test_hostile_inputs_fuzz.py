@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from beam_shards import EncodeError, FeatureError, Features, Struct, Value
+from beam_shards.format.json_text import json_text_depth
 from beam_shards.format.manifest import MAX_DEPTH, json_depth
-from pipelines import common, csv as csv_pipeline, jsonl, lines, nesting, tabular
+from pipelines import common, csv as csv_pipeline, jsonl, lines, tabular
 
 from _hostile import SCALE, mutate_bytes, printed_tally
 
@@ -229,7 +230,7 @@ JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(a
 @settings(max_examples=500 * SCALE, deadline=None, database=None)
 @given(value=JSON_VALUES, indent=st.sampled_from([None, 1]))
 def test_the_depth_of_json_text_is_that_of_its_value(value, indent):
-    assert nesting.json_text_depth(json.dumps(value, indent=indent).encode()) == json_depth(value)
+    assert json_text_depth(json.dumps(value, indent=indent).encode()) == json_depth(value)
 
 
 @pytest.mark.timeout(300)
@@ -237,7 +238,7 @@ def test_the_depth_of_json_text_is_that_of_its_value(value, indent):
 @given(text=st.binary(max_size=200) | JSON_VALUES.map(lambda value: json.dumps(value).encode()).flatmap(
     lambda data: st.builds(lambda cut: data[:cut], st.integers(0, len(data)))))
 def test_any_bytes_are_measured_and_json_text_exactly(text):
-    depth = nesting.json_text_depth(text)
+    depth = json_text_depth(text)
     try:
         value = json.loads(text)
     except ValueError:
