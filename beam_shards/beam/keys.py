@@ -155,6 +155,33 @@ def decode_keyed_row(data: bytes) -> tuple[Key, int]:
     return pair
 
 
+class KeyedRowDecoder:
+    """`decode_keyed_row` for a column of stored rows: a run of rows that share their key (as
+    `encode_keyed_rows` writes them) decodes the key once and then only each row's number,
+    with the same checks."""
+
+    def __init__(self):
+        self._prefix: bytes | None = None
+        self._key: Key = None
+
+    def __call__(self, data: bytes) -> tuple[Key, int]:
+        prefix = self._prefix
+        if prefix is not None and isinstance(data, bytes) and data.startswith(prefix):
+            try:
+                row, end = _Decoder(data, MAX_DEPTH + 1).value(len(prefix), 1)
+            except ValueError:
+                row, end = None, -1
+            if end == len(data) and type(row) is int and row >= 0:
+                return self._key, row
+        key, row = decode_keyed_row(data)
+        # A pair is the version byte, then a tuple tag and its count 2, then the key and the row.
+        self._prefix = None
+        if isinstance(data, bytes) and data[1:3] == b"t\x02":
+            self._key, end = _Decoder(data, MAX_DEPTH + 1).value(3, 1)
+            self._prefix = data[:end]
+        return key, row
+
+
 def _decode(data: bytes, max_depth: int) -> Key:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"a stored key is bytes, not {type(data).__name__}")

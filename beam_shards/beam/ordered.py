@@ -48,7 +48,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
-from beam_shards.beam.keys import decode_keyed_row, encode_keyed_rows, plain_key
+from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features, Value
@@ -145,10 +145,10 @@ def _stored_keys(column: Iterable[bytes], where: str) -> list[tuple[Any, int]]:
     Raises:
       CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
     """
-    pairs = []
+    pairs, decode = [], KeyedRowDecoder()
     for index, data in enumerate(column):
         try:
-            pairs.append(decode_keyed_row(data))
+            pairs.append(decode(data))
         except ValueError as error:
             raise CorruptCacheError(f"row {index} of {where} holds no key a deterministic write stores: {error}; "
                                     "the write's staging was altered (nothing was published)") from None
