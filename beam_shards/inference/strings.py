@@ -83,11 +83,10 @@ def _offsets_and_data(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def byte_at(array: pa.Array, place: int) -> np.ndarray:
     """The byte at `place` of each string of `array` (none null); 0 past its end."""
     offsets, data = _offsets_and_data(array)
+    if len(data) == 0:
+        return np.zeros(len(array), np.uint8)
     starts = offsets[:-1] + place
-    within = starts < offsets[1:]
-    found = np.zeros(len(array), np.uint8)
-    found[within] = data[starts[within]]
-    return found
+    return np.where(starts < offsets[1:], data[np.minimum(starts, len(data) - 1)], 0).astype(np.uint8)
 
 
 def lengths(array: pa.Array) -> np.ndarray:
@@ -98,8 +97,11 @@ def lengths(array: pa.Array) -> np.ndarray:
 def holds_any(array: pa.Array, table: np.ndarray) -> np.ndarray:
     """Whether each string of `array` (none null) holds a byte of `table` (`byte_set`)."""
     offsets, data = _offsets_and_data(array)
-    seen = np.concatenate([[0], np.cumsum(table[data[offsets[0]:offsets[-1]]], dtype=np.int64)])
-    return seen[offsets[1:] - offsets[0]] > seen[offsets[:-1] - offsets[0]]
+    if len(array) == 0 or offsets[-1] == offsets[0]:
+        return np.zeros(len(array), np.bool_)
+    flags = table[data[offsets[0]:offsets[-1]]]
+    starts = np.minimum(offsets[:-1] - offsets[0], len(flags) - 1)
+    return np.logical_or.reduceat(flags, starts) & (offsets[1:] > offsets[:-1])
 
 
 def castable(array: pa.Array, arrow_type: pa.DataType) -> int:

@@ -67,13 +67,12 @@ def summarize_text(array: pa.Array | pa.ChunkedArray, *, labels: bool = False, p
         kinds.labels = frozenset(pc.unique(present).to_pylist())
     if len(present) == 0:
         return kinds
-    # A digit first and '-' fifth, not after an exponent's 'e', is a date or datetime, or text;
-    # never a number.
     first = byte_at(present, 0)
-    maybe_number = _NUMBER_START[first] & ~(_DIGITS[first] & (byte_at(present, 4) == ord("-"))
-                                            & ~_EXPONENT[byte_at(present, 3)])
+    maybe_number = _NUMBER_START[first]
     if true_count(maybe_number) == len(present) and only_bytes(present, _NUMBER_BYTES) and _numbers(present, kinds):
         return kinds
+    # A digit first and '-' fifth, not after an exponent's 'e', is a date or datetime, or text; never a number.
+    maybe_number &= ~(_DIGITS[first] & (byte_at(present, 4) == ord("-")) & ~_EXPONENT[byte_at(present, 3)])
     text = np.ones(len(present), np.bool_)  # cells are text unless they are more
     numbers = _matches(present, maybe_number, FLOAT, text)
     floats, ints = split(numbers, holds_any(numbers, _NOT_INT))
@@ -116,8 +115,11 @@ def _numbers(cells: pa.Array, kinds: Kinds) -> bool:
     values = _cast(cells, pa.float64())
     if values is None or true_count(pc.is_nan(values)):
         return False
-    floats, ints = split(cells, holds_any(cells, _NOT_INT))
-    kinds.ints, kinds.floats = len(ints), len(floats)
+    # Ints are among the cells whose value is whole; of those, the ones with no '.', exponent or 'inf'.
+    numbers = values.to_numpy()
+    whole = np.flatnonzero(np.isfinite(numbers) & (numbers == np.floor(numbers)))
+    ints = cells.take(arrow_indices(whole[~holds_any(cells.take(arrow_indices(whole)), _NOT_INT)]))
+    kinds.ints, kinds.floats = len(ints), len(cells) - len(ints)
     if len(ints):
         _note_ints(ints, kinds)
     return True
