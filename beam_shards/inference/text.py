@@ -1,9 +1,10 @@
 """Summaries of CSV cells: text that holds a bool, a number, a date or datetime, a JSON list
 or object, or other text.
 
-A cell is what pandas reads it as: `true`/`false` in any case is a bool; an int (`INT`) or a
-float (`FLOAT`) may have spaces and a sign around it, and a float may be `inf` or `infinity`
-in any case (`nan` is a null token, or text); dates and datetimes are as `strings` says. The
+A cell is what pandas reads it as: `true`/`false` in any case is a bool (`BOOL`); a number
+(`FLOAT`) may have spaces and a sign around it, is an int when it is digits alone, and may be
+`inf` or `infinity` in any case (`nan` is a null token, or text); dates and datetimes are as
+`strings` says. The
 reader has made the null tokens null. A column is summarized whole: a column of numbers by
 one Arrow cast (whose grammar is narrower than these patterns), other columns by their cells'
 first bytes, then patterns over the few cells those let through. Only cells that look like
@@ -23,7 +24,6 @@ from beam_shards.inference.strings import (arrow_indices, arrow_mask, byte_at, b
 from beam_shards.inference.values import summarize_values
 
 _SPACE = "[ \t]*"
-INT = f"^{_SPACE}[+-]?[0-9]+{_SPACE}$"
 FLOAT = f"^{_SPACE}[+-]?(?:(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity)){_SPACE}$"
 BOOL = "^(?i:true|false)$"
 _NEGATIVE = f"^{_SPACE}-0*[1-9]"

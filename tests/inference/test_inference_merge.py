@@ -14,7 +14,7 @@ from beam_shards.features import load_bounded
 from beam_shards.inference import (Kinds, features_of, merge, merge_all, summarize_arrow, summarize_table,
                                    summarize_text, summarize_values)
 
-_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 cells = st.one_of(
     st.none(),
