@@ -10,7 +10,6 @@ import io
 import json
 import pkgutil
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.json as pajson
 import pytest
@@ -41,12 +40,6 @@ def jsonl_features(lines: list[dict], batch: int = 100, **options):
         text = "".join(json.dumps(line) + "\n" for line in lines[start:start + batch]).encode()
         summaries.append(summarize_table(pajson.read_json(io.BytesIO(text)), origin=(start,)))
     return features_of(merge_all(summaries), **options)
-
-
-def test_the_default_null_tokens_are_pandas():
-    from pandas._libs.parsers import STR_NA_VALUES
-
-    assert set(NA_VALUES) == STR_NA_VALUES and len(NA_VALUES) == len(STR_NA_VALUES)
 
 
 def test_na_values_replace_the_defaults_and_per_column_tokens_replace_them_for_that_column():
@@ -109,22 +102,6 @@ def test_iso_dates_and_datetimes(cells, dtype, widened):
 def test_a_date_counts_only_if_arrow_can_store_it():
     kinds = summarize_text(pa.array(["2020-02-29", "2021-02-29", "2020-13-01", "2020-01-01T24:00", "2020-01-01"]))
     assert (kinds.dates, kinds.datetimes, kinds.strings) == (2, 0, 3)
-
-
-def test_pandas_reads_the_same_csv_columns_as_the_same_kinds():
-    columns = {
-        "ints": ["1", " 2", "+3", "007", "-4 "], "floats": ["1", "2.5", ".5", "5.", "1e5"],
-        "infinities": ["inf", "-Infinity", "INF", "1", "2"], "bools": ["True", "false", "TRUE", "tRuE", "False"],
-        "bools_and_ints": ["True", "1", "0", "false", "2"], "codes": ["0E0", "ABC", "1", "2", "3"],
-        "text": ["a", "b", "c", "d", "e"], "hex": ["0x10", "1", "2", "3", "4"], "nan": ["nan", "1", "2", "3", "4"],
-        "uint64": ["18446744073709551615", "1", "2", "3", "4"],
-    }
-    text = "\n".join(",".join(row) for row in [list(columns), *zip(*columns.values())])
-    pandas = pd.read_csv(io.StringIO(text), keep_default_na=False)
-    ours, _ = csv_features(columns)
-    as_pandas = {"int64": "int64", "uint64": "uint64", "float64": "float64", "bool": "bool", "string": "str"}
-    for name in columns:
-        assert as_pandas[ours[name].dtype] == str(pandas[name].dtype).replace("object", "str"), name
 
 
 @pytest.mark.parametrize("cells, dtype, widened", [
