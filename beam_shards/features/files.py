@@ -80,7 +80,8 @@ class _EncodedFile(Feature):
 
     @classmethod
     def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Feature:
-        return cls(**cls._hf_args(spec), nullable=True, decode=spec.get("decode", True))
+        decode = spec.get("decode")
+        return cls(**cls._hf_args(spec), nullable=True, decode=True if decode is None else decode)
 
     @classmethod
     def _hf_args(cls, spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -68,7 +68,7 @@ class Json(Feature):
 
     @classmethod
     def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Json:
-        if spec.get("decode", True) is not True:
+        if spec.get("decode") not in (None, True):
             raise FeatureError("Hugging Face Json(decode=False) has no equal here (Json values are read back decoded)")
         return cls(nullable=True)
 

@@ -81,6 +81,18 @@ def test_image_and_audio_paths_come_back_from_the_cache(tmp_path):
     assert ours.to_hf().features == original.features
 
 
+def test_paths_of_files_nested_in_records_and_lists_come_back(tmp_path):
+    features = D.Features({"rec": {"img": D.Image(), "n": D.Value("int8")}, "imgs": D.List(D.Image())})
+    original = _dataset(features, {"rec": [{"img": {"bytes": png(1), "path": "a.png"}, "n": 1}],
+                                   "imgs": [[{"bytes": png(2), "path": "b.png"}, {"bytes": png(3), "path": None}]]})
+    manifest = from_hf(original, str(tmp_path / "cache"))
+    assert manifest.features["rec"].fields["img"] == manifest.features["imgs"].feature == Image(keep_path=True)
+    ours = ShardedDataset(str(tmp_path / "cache"), image_mode="bytes")
+    assert ours[0]["imgs"] == [png(2), png(3)] and ours[0]["rec"] == {"img": png(1), "n": 1}
+    back = ours.to_hf()
+    assert back.features == original.features and _stored(back) == _stored(original)
+
+
 def test_a_kind_that_keeps_paths_keeps_the_path_a_value_names(tmp_path):
     (tmp_path / "dog.png").write_bytes(png(2))
     features = Features({"image": Image(keep_path=True)})
