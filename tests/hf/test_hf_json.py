@@ -57,3 +57,12 @@ def test_a_cache_written_here_goes_to_hf_as_json(tmp_path):
     assert shard.field("j").type == pa.json_(pa.string())
     back = ShardedDataset(path).to_hf()
     assert back.features["j"] == D.Json() and back["j"] == MIXED
+
+
+def test_a_parquet_export_of_hf_json_converts_with_no_flags(tmp_path):
+    from pipelines import parquet
+
+    D.Dataset.from_dict({"j": MIXED}, features=D.Features({"j": D.Json()})).to_parquet(str(tmp_path / "e.parquet"))
+    manifest = parquet.run(["--input", str(tmp_path / "e.parquet"), "--output", str(tmp_path / "cache")])
+    assert manifest.features == Features({"j": Json()})
+    assert [row["j"] for row in ShardedDataset(str(tmp_path / "cache"))] == MIXED
