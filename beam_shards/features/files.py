@@ -4,6 +4,10 @@ A path or URI given as a value is read through `fs` (local paths, `file://`, and
 scheme Beam's FileSystems knows, such as gs:// and s3://), byte for byte. A dict
 `{"bytes": ..., "path": ...}`, and an Arrow struct column of them, is a file as Hugging
 Face datasets store one: its bytes, or the file at its path when it has none.
+
+A kind made with `keep_path=True` (as `from_hf` makes those of a Hugging Face dataset) keeps each file's
+path beside its bytes, in a struct column `{bytes: large_binary, path: large_string}`, so that
+`to_hf()` gives Hugging Face the paths it had; readers here read the bytes alone either way.
 """
 
 from __future__ import annotations
@@ -24,31 +28,65 @@ from beam_shards.features.columns import binary_values, null_flags, row_getter
 from beam_shards.storage import fs
 
 
+# The column of a kind that keeps paths: each file's bytes and the path it came from (or None).
+_WITH_PATH = pa.struct([pa.field("bytes", pa.large_binary()), pa.field("path", pa.large_string())])
+
+
 class _EncodedFile(Feature):
-    """A file's bytes in a `large_binary` column (nullable by default)."""
+    """A file's bytes in a `large_binary` column (nullable by default), or with its path in a struct.
+
+    Args:
+      nullable: whether None is a valid value.
+      decode: whether Hugging Face decodes the values (`to_hf()` gives its feature
+        `decode=False` when not); here the reader chooses (`image_mode`).
+      keep_path: keep each file's path beside its bytes (`_WITH_PATH`): the path a value
+        names, or the `path` of a `{"bytes", "path"}` dict, else None.
+    """
 
     _default_nullable = True
 
-    plain_type = bytes
+    plain_type: type | None = bytes
 
-    def __init__(self, *, nullable: bool = True):
+    def __init__(self, *, nullable: bool = True, decode: bool = True, keep_path: bool = False):
         self.nullable = check_nullable(nullable)
+        if not isinstance(decode, bool) or not isinstance(keep_path, bool):
+            raise FeatureError(f"{type(self).__name__} decode and keep_path must be True or False; got "
+                               f"{decode!r} and {keep_path!r}")
+        self.hf_decode, self.keep_path = decode, keep_path
+        if keep_path:
+            self.plain_type = None  # every value is encoded into its {bytes, path} record
 
     def arrow_type(self) -> pa.DataType:
-        return pa.large_binary()
+        return _WITH_PATH if self.keep_path else pa.large_binary()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"_type": type(self).__name__, "nullable": self.nullable}
+        return {"_type": type(self).__name__, **self._own_args(), "nullable": self.nullable, **self._file_args()}
+
+    def _own_args(self) -> dict[str, Any]:
+        """The arguments of a kind's own, in its JSON form before `nullable`."""
+        return {}
+
+    def _file_args(self) -> dict[str, Any]:
+        """`decode` and `keep_path` where they are not the defaults (so forms written before them stay the same)."""
+        return {**({} if self.hf_decode else {"decode": False}), **({"keep_path": True} if self.keep_path else {})}
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._nullable_repr().lstrip(', ')})"
+        args = [f"{key}={value!r}" for key, value in self._own_args().items() if value is not None]
+        args += [self._nullable_repr().lstrip(", ")] + [f"{key}={value!r}" for key, value in self._file_args().items()]
+        return f"{type(self).__name__}({', '.join(filter(None, args))})"
 
     def to_hf_form(self, where: str) -> dict[str, Any]:
-        return {"_type": type(self).__name__}
+        return {**self._own_args(), **({} if self.hf_decode else {"decode": False}), "_type": type(self).__name__}
 
     @classmethod
     def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Feature:
-        return cls(nullable=True)
+        decode = spec.get("decode")
+        return cls(**cls._hf_args(spec), nullable=True, decode=True if decode is None else decode)
+
+    @classmethod
+    def _hf_args(cls, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """A kind's own arguments from a Hugging Face form."""
+        return {}
 
     def map_paths(self, value: Any, change: Callable[[str], str]) -> Any:
         if isinstance(value, str):
@@ -57,13 +95,13 @@ class _EncodedFile(Feature):
             return {**value, "path": change(value["path"])}
         return value
 
-    def encode(self, value: Any, field: str) -> bytes:
+    def encode(self, value: Any, field: str) -> bytes | dict[str, Any]:
         try:
             data = value if type(value) is bytes else self._to_bytes(value)
             self.check_bytes(data)
         except (ValueError, OSError) as error:
             raise self._fail(str(error), field, value) from None
-        return data
+        return {"bytes": data, "path": _path_of(value)} if self.keep_path else data
 
     def check_bytes(self, data: bytes) -> None:
         """Raises ValueError when `data` cannot be this kind's file: the one check for a value
@@ -80,6 +118,10 @@ class _EncodedFile(Feature):
         return data
 
     def _check_values(self, array: pa.Array, field: str) -> None:
+        self._check_files(_bytes_of(array), field)
+
+    def _check_files(self, array: pa.Array, field: str) -> None:
+        """Checks each file of a `large_binary` column (`check_bytes`)."""
         for row, data in enumerate(array.to_pylist()):
             if data is not None:
                 try:
@@ -91,9 +133,22 @@ class _EncodedFile(Feature):
         return ("binary", "struct")
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
+        paths = None
         if pa.types.is_struct(array.type):
+            if self.keep_path and array.type.get_field_index("path") >= 0:
+                paths = pc.struct_field(array, "path").cast(pa.large_string())
             array = self._struct_bytes(array, field)
-        return super()._cast_array(array, field)
+        data = array.cast(pa.large_binary())  # from binary or large_binary: no value changes
+        if not self.keep_path:
+            return data
+        return pa.StructArray.from_arrays([data, pa.nulls(len(data), pa.large_string()) if paths is None else paths],
+                                          fields=list(_WITH_PATH), mask=data.is_null() if data.null_count else None)
+
+    def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        return _bytes_of(array).to_pylist()
+
+    def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        return row_getter(_bytes_of(array))
 
     def _struct_bytes(self, array: pa.StructArray, field: str) -> pa.Array:
         """The bytes of a column of `{bytes, path}` structs (Hugging Face's storage), each file
@@ -148,12 +203,12 @@ class Image(_EncodedFile):
     decoding the pixels.
     """
 
-    hf_keys = {"Image": frozenset({"decode"})}  # decoding is the reader's choice here (`image_mode`)
+    hf_keys = {"Image": frozenset({"decode"})}
 
     def check_bytes(self, data: bytes) -> None:
         image_check.sniff_format(data)
 
-    def _check_values(self, array: pa.Array, field: str) -> None:
+    def _check_files(self, array: pa.Array, field: str) -> None:
         data, ends = binary_values(array)
         if len(array) == 0:
             return
@@ -164,12 +219,13 @@ class Image(_EncodedFile):
             raise Invalid(reason, field, self, array[row].as_py(), row)
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        files = super().decode(array, image_mode)
         if image_mode == "bytes":
-            return array.to_pylist()
-        return [None if data is None else image_codec.decode(data, image_mode) for data in array.to_pylist()]
+            return files
+        return [None if data is None else image_codec.decode(data, image_mode) for data in files]
 
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
-        raw = row_getter(array)
+        raw = super().row_reader(array, image_mode)
         if image_mode == "bytes":
             return raw
 
@@ -219,28 +275,22 @@ class Audio(_EncodedFile):
       nullable: whether None is a valid value.
     """
 
-    def __init__(self, sampling_rate: int | None = None, *, nullable: bool = True):
+    def __init__(self, sampling_rate: int | None = None, *, nullable: bool = True, decode: bool = True,
+                 keep_path: bool = False):
         if sampling_rate is not None and (isinstance(sampling_rate, bool) or not isinstance(sampling_rate, int)
                                           or sampling_rate < 1):
             raise FeatureError(f"Audio sampling_rate must be a positive int or None; got {sampling_rate!r}")
-        super().__init__(nullable=nullable)
+        super().__init__(nullable=nullable, decode=decode, keep_path=keep_path)
         self.sampling_rate = sampling_rate
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"_type": "Audio", "sampling_rate": self.sampling_rate, "nullable": self.nullable}
+    def _own_args(self) -> dict[str, Any]:
+        return {"sampling_rate": self.sampling_rate}
 
     hf_keys = {"Audio": frozenset({"sampling_rate", "decode"})}
 
-    def to_hf_form(self, where: str) -> dict[str, Any]:
-        return {"sampling_rate": self.sampling_rate, "_type": "Audio"}
-
     @classmethod
-    def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Audio:
-        return cls(spec.get("sampling_rate"), nullable=True)
-
-    def __repr__(self) -> str:
-        rate = "" if self.sampling_rate is None else f"sampling_rate={self.sampling_rate}"
-        return f"Audio({', '.join(filter(None, [rate, self._nullable_repr().lstrip(', ')]))})"
+    def _hf_args(cls, spec: Mapping[str, Any]) -> dict[str, Any]:
+        return {"sampling_rate": spec.get("sampling_rate")}
 
     _expected = ("expected encoded audio: bytes, a path, or a {bytes, path} dict (decoded samples must be "
                  "encoded, as WAV or FLAC, first)")
@@ -248,3 +298,19 @@ class Audio(_EncodedFile):
     def check_bytes(self, data: bytes) -> None:
         if not data:
             raise ValueError("empty audio file")
+
+
+def _path_of(value: Any) -> str | None:
+    """The path a file value names: itself when it is a path, the `path` of a `{"bytes", "path"}` dict."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    if isinstance(value, Mapping) and isinstance(value.get("path"), str):
+        return value["path"]
+    return None
+
+
+def _bytes_of(array: pa.Array) -> pa.Array:
+    """The files' bytes of a stored column (a `_WITH_PATH` struct's bytes, null where the record is)."""
+    if pa.types.is_struct(array.type):
+        return array.flatten()[array.type.get_field_index("bytes")]
+    return array

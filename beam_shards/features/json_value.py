@@ -56,7 +56,9 @@ class Json(Feature):
         return pa.large_string()
 
     def hf_type(self) -> pa.DataType:
-        return pa.string()
+        # Arrow's JSON extension type over strings, as Hugging Face stores its Json: so that HF's arrow
+        # loader takes the feature the schema's metadata names (Polars and DuckDB read it as text).
+        return pa.json_(pa.string())
 
     # Hugging Face's Json(decode=False) gives its rows as text; only decoded Json has an equal here.
     hf_keys = {"Json": frozenset({"decode"})}
@@ -66,7 +68,7 @@ class Json(Feature):
 
     @classmethod
     def from_hf_form(cls, spec: Mapping[str, Any], item: Feature | None) -> Json:
-        if spec.get("decode", True) is not True:
+        if spec.get("decode") not in (None, True):
             raise FeatureError("Hugging Face Json(decode=False) has no equal here (Json values are read back decoded)")
         return cls(nullable=True)
 
@@ -128,9 +130,9 @@ class Json(Feature):
         return ("string",) + _VALUE_FAMILIES
 
     def check_array(self, array: pa.Array | pa.ChunkedArray, field: str) -> pa.Array | pa.ChunkedArray:
-        if isinstance(array.type, pa.BaseExtensionType) and array.type.extension_name == "arrow.json":
-            array = array.storage if isinstance(array, pa.Array) else pa.chunked_array(
-                [chunk.storage for chunk in array.chunks], array.type.storage_type)
+        if _is_json_type(array.type):
+            array = pa.chunked_array([chunk.storage for chunk in array.chunks], array.type.storage_type) if isinstance(
+                array, pa.ChunkedArray) else array.storage
         return super().check_array(array, field)
 
     def _cast_array(self, array: pa.Array, field: str) -> pa.Array:
@@ -154,10 +156,10 @@ class Json(Feature):
         return pa.array(texts, self.arrow_type())
 
     def decode(self, array: pa.Array, image_mode: str = "pil") -> list[Any]:
-        return [None if text is None else _read_stored(text) for text in array.to_pylist()]
+        return [None if text is None else _read_stored(text) for text in _text(array).to_pylist()]
 
     def row_reader(self, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
-        raw = row_getter(array)
+        raw = row_getter(_text(array))
 
         def read(k: int) -> Any:
             text = raw(k)
@@ -166,6 +168,15 @@ class Json(Feature):
 
     def _describe(self, value: Any, limit: int) -> str:
         return printable(clip(json.dumps(value, ensure_ascii=False), limit))
+
+
+def _is_json_type(arrow_type: pa.DataType) -> bool:
+    return isinstance(arrow_type, pa.BaseExtensionType) and arrow_type.extension_name == "arrow.json"
+
+
+def _text(array: pa.Array) -> pa.Array:
+    """A stored Json column as its strings (the JSON extension type of Hugging Face's column types as its storage)."""
+    return array.storage if _is_json_type(array.type) else array
 
 
 def _read_stored(text: str) -> Any:

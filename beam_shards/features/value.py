@@ -26,6 +26,8 @@ _LARGE = {"large_string": "string", "large_binary": "binary"}
 _UNIT = re.compile(r"^(time32|time64|duration)\[(s|ms|us|ns)\]$")
 _TIMESTAMP = re.compile(r"^timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]$")
 _DECIMAL = re.compile(r"^(decimal128|decimal256)\((\d+), ?(-?\d+)\)$")
+# Said of -1 in a ClassLabel that is not nullable.
+_NO_LABEL = " (-1, Hugging Face's \"no label\", is null in a nullable ClassLabel)"
 # ClassLabel(num_classes=n) goes to Hugging Face as n names "0".."n-1": past this, too many to list.
 _MAX_HF_CLASSES = 1_000_000
 
@@ -204,6 +206,9 @@ def _as_text(feature: Feature, value: Any, field: str) -> str:
 class ClassLabel(Feature):
     """An integer class id, given as an int or as a class name.
 
+    -1, Hugging Face's "no label", is null in a nullable ClassLabel (as Hugging Face data
+    marks an unlabelled row), and out of range in any other.
+
     Args:
       names: the class names; ids are their positions.
       num_classes: the number of classes, when they have no names.
@@ -295,13 +300,17 @@ class ClassLabel(Feature):
                 row = pc.index(unknown, True).as_py()
                 raise Invalid("unknown class name", field, self, array[row].as_py(), row)
             array = ids
+        elif self.nullable and arrow_family(array.type) == "int" and pc.any(pc.equal(array, -1)).as_py():
+            array = pc.if_else(pc.equal(array, -1), pa.scalar(None, array.type), array)
         return super().check_array(array, field)
 
     def _check_values(self, array: pa.Array, field: str) -> None:
         bad = pc.or_(pc.less(array, 0), pc.greater_equal(array, self.num_classes))
         if pc.any(bad).as_py():
             row = pc.index(bad, True).as_py()
-            raise Invalid(f"class id out of range 0..{self.num_classes - 1}", field, self, array[row].as_py(), row)
+            value = array[row].as_py()
+            raise Invalid(f"class id out of range 0..{self.num_classes - 1}{_NO_LABEL if value == -1 else ''}",
+                          field, self, value, row)
 
     def encode(self, value: Any, field: str) -> int:
         if isinstance(value, str):
@@ -311,5 +320,8 @@ class ClassLabel(Feature):
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             if 0 <= value < self.num_classes:
                 return int(value)
-            raise self._fail(f"class id out of range 0..{self.num_classes - 1}", field, value)
+            if value == -1 and self.nullable:
+                return None
+            raise self._fail(f"class id out of range 0..{self.num_classes - 1}{_NO_LABEL if value == -1 else ''}",
+                             field, value)
         raise self._fail("expected a class id (int) or a class name (str)", field, value)

@@ -12,15 +12,17 @@ Each kind describes its own Hugging Face form (`Feature.hf_keys`, `to_hf_form`,
 | `List(Value(number), length=n)` | `Array((n,), dtype)` | the same |
 | `Array2D`..`Array5D(shape, dtype)`, first dim None or not | `Array(shape, dtype)` | the same |
 | a dict of features (and `Sequence` of a dict, which HF makes a dict of lists) | `Struct` | a dict |
-| `Image()`, `Video()`, `Audio(sampling_rate)` | `Image()`, `Video()`, `Audio(sampling_rate)` | the same |
+| `Image(decode)`, `Video(decode)`, `Audio(sampling_rate, decode)` | the same | the same |
+| `Json()` | `Json()` | the same |
 | `LargeList(f)` | `Sequence(f)` | `List(f)` (stored alike here) |
 
-Every feature from Hugging Face is nullable, as Hugging Face columns are. `Array((None,),
-dtype)` (variable, one dimension) goes to Hugging Face as `List(Value(dtype))`. Kinds with
-no equal here (`Translation`, `Json`, `Pdf`, a fixed-length list of non-numbers, an image
-`mode`...) are refused, naming the column, and so is a form that is malformed or nested
-more than `MAX_DEPTH` levels: whatever a dict form holds, the answer is our features or
-one FeatureError line.
+Every feature from Hugging Face is nullable, as Hugging Face columns are, and a ClassLabel's
+-1 ("no label") is null in it (`from_hf` also keeps each file's path: see `keeping_paths`).
+`Array((None,), dtype)` (variable, one dimension) goes to Hugging Face as
+`List(Value(dtype))`. Kinds with no equal here (`Translation`, `Pdf`, `Json(decode=False)`,
+a fixed-length list of non-numbers, an image `mode`...) are refused, naming the column, and
+so is a form that is malformed or nested more than `MAX_DEPTH` levels: whatever a dict
+form holds, the answer is our features or one FeatureError line.
 """
 
 from __future__ import annotations

@@ -7,12 +7,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from beam_shards.features import Features
 from beam_shards.format.manifest import Manifest
 from beam_shards.hf.features import from_hf_features
 from beam_shards.storage import fs
 from beam_shards.write import write_shards
 
 _BATCH_ROWS = 1000
+# The kinds that keep each file's path (`keep_path`), by the `_type` of their JSON form.
+_FILE_KINDS = ("Image", "Video", "Audio")
 
 
 def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[str, Manifest]:
@@ -21,7 +24,8 @@ def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[st
     A `DatasetDict` is written split by split, each to `path/<split>`. Rows are read from
     the dataset's Arrow table in record batches and checked column by column (images
     and audio stored by path are read from their files), so a dataset of any size
-    passes through in bounded memory.
+    passes through in bounded memory. Images, videos and audio keep each file's path
+    beside its bytes (`keep_path=True`), so that `to_hf()` gives them back as they came.
 
     Example:
         >>> import datasets  # doctest: +SKIP
@@ -47,10 +51,22 @@ def from_hf(dataset: Any, path: str, **write_options: Any) -> Manifest | dict[st
         return {split: from_hf(part, fs.join(path, split), **write_options) for split, part in dataset.items()}
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"from_hf takes a datasets.Dataset or DatasetDict; got {type(dataset).__name__}")
-    features = from_hf_features(dataset.features)
+    features = keeping_paths(from_hf_features(dataset.features))
     metadata = {"source": "huggingface", **({"hf_info": dataset.info.description} if dataset.info.description else {}),
                 **(write_options.pop("metadata", None) or {})}
     return write_shards(_batches(dataset), path, features, metadata=metadata, **write_options)
+
+
+def keeping_paths(features: Features) -> Features:
+    """`features` with every Image, Video and Audio in them (at any depth) made `keep_path=True`."""
+    def kept(spec: Any) -> Any:
+        if isinstance(spec, list):
+            return [kept(item) for item in spec]
+        if not isinstance(spec, dict):
+            return spec
+        spec = {key: kept(value) for key, value in spec.items()}
+        return {**spec, "keep_path": True} if spec.get("_type") in _FILE_KINDS else spec
+    return Features.from_dict(kept(features.to_dict()))
 
 
 def _batches(dataset: Any) -> Iterator[pa.Table]:
