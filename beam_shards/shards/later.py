@@ -34,6 +34,7 @@ class Later:
     """
 
     def __init__(self, call: Callable[..., Any], *args: Any, threaded: bool):
+        self.threaded = threaded
         self._future: Future = Future()
         if threaded:
             self._future = _workers().submit(call, *args)

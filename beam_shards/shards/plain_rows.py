@@ -42,6 +42,7 @@ class CheckedBatch:
                  encoded: dict[int, tuple[Any, ...]]):
         self.features, self.batch, self.keys, self.examples, self.encoded = features, batch, keys, examples, encoded
         self._check = Later(features.check_plain, batch, threaded=batch.num_rows >= THREADED_ROWS)
+        self.threaded = self._check.threaded
 
     def __repr__(self) -> str:
         return f"CheckedBatch(rows={self.batch.num_rows})"

@@ -169,6 +169,8 @@ class ShardWriter:
             encoding = Later(self._features.encode_batch, example, key, threaded=example.num_rows >= THREADED_ROWS)
             self._flush_all()
             self._encoding = (encoding, example, key)
+            if not encoding.threaded:
+                self._write_encoded()
             return example.num_rows
         try:
             values = self._features.encode_values(example, key)
@@ -294,7 +296,9 @@ class ShardWriter:
             checking = CheckedBatch(self._features, batch, keys, examples, encoded)
             self._write_checked()
             self._checking = checking
-            if self._max_rows is not None:  # where the next batch ends depends on this one's shard
+            # A batch checked where it was built is written at once, as is one whose shard decides
+            # where the next batch ends.
+            if not checking.threaded or self._max_rows is not None:
                 self._write_checked()
             return
         if plain:
