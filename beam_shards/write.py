@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from beam_shards.errors import best_effort
@@ -82,10 +84,11 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
         return f"{writer.num_shards} shards"
 
     try:
-        for position, item in enumerate(examples):
-            key, example = split_key(item, position)
-            meter.update(writer.add(example, key), extra=shards)
-        staged = writer.close()
+        with _collecting_young_objects():
+            for position, item in enumerate(examples):
+                key, example = split_key(item, position)
+                meter.update(writer.add(example, key), extra=shards)
+            staged = writer.close()
         manifest = publish(path, write_id=write_id, features=features, staged=staged, options=options,
                            metadata=metadata, mode=mode, since=since)
     except BaseException:
@@ -101,6 +104,22 @@ def write_shards(examples: Iterable[Any], path: str, features: Features, *,
     meter.finish(extra=f"version {manifest.version}, {manifest.num_shards} shards, "
                        f"{manifest.num_bytes / 1e6:,.1f} MB")
     return manifest
+
+
+@contextlib.contextmanager
+def _collecting_young_objects() -> Iterator[None]:
+    """Leaves the objects alive before a write out of the garbage collections during it
+    (`gc.freeze`, undone after): a full collection then walks only what the write made,
+    not every module, function and object the process holds. A process that froze
+    objects itself, or turned the collector off, is left as it is."""
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _remove_if_only_lock(path: str) -> None:

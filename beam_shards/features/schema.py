@@ -67,6 +67,7 @@ class Features(Mapping[str, Feature]):
         self._names = frozenset(self._features)
         # The columns whose stored text a read parses (and so may find corrupt), which readers name.
         self._parsed = frozenset(name for name, feature in self._items if holds_json(feature))
+        self._width = len(self._features)
         self._schema: pa.Schema | None = None
         self._stored: dict[str, pa.Schema] = {}
 
@@ -221,21 +222,26 @@ class Features(Mapping[str, Feature]):
         `plain_type` (bytes for an Image, an int for an int Value, an array for an Array of
         fixed shape, ...), and so may already be in its encoded form; None for any other
         example, which `encode_values` takes. Plain rows are checked together, column by
-        column, when their batch is built (`build_plain`).
+        column, when their batch is built (`build_plain`, `check_plain`).
         """
-        if type(example) is not dict or example.keys() != self._names:
+        if type(example) is not dict or len(example) != self._width:
             return None
-        values = self._values_of(example)
+        try:  # a dict of as many keys holding every name holds no other
+            values = self._values_of(example)
+        except KeyError:
+            return None
         if tuple(map(type, values)) != self._plain_types:
             return None
         if not self._plain_arrays:
             return values
-        # Copied, as encode_values copies them: a caller may refill its arrays. Rows stay
+        # Copied, as encode_values copies them: a caller may refill its arrays (an array
+        # over the memory of a bytes object cannot change, and is kept as it is). Rows stay
         # tuples, which the garbage collector stops tracking; buffered lists would survive
         # into its oldest generation and bring on full collections.
         copied = list(values)
         for i in self._plain_arrays:
-            copied[i] = copied[i].copy()
+            if copied[i].flags.writeable or type(copied[i].base) is not bytes:
+                copied[i] = copied[i].copy()
         return tuple(copied)
 
     @property
@@ -245,18 +251,27 @@ class Features(Mapping[str, Feature]):
 
     def build_plain(self, columns: list[Sequence[Any]]) -> pa.RecordBatch | None:
         """`build_columns` for columns that hold plain values (`plain_values`), checked by the
-        rules `encode_values` applies to each (`plain_column_fits`; building refuses ints out
-        of range and strings that are not UTF-8; `_check_values` checks the rest). None when
-        a value does not fit: `encode_values` on each row then names it."""
+        rules `encode_values` applies to each that the building does not leave to
+        `check_plain` (`plain_column_fits`; building refuses ints out of range and strings
+        that are not UTF-8). None when a value does not fit: `encode_values` on each row
+        then names it."""
         if not all(feature.plain_column_fits(values) for (_, feature), values in zip(self._items, columns)):
             return None
         try:
-            batch = self.build_columns(columns)
+            return self.build_columns(columns)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            return None
+
+    def check_plain(self, batch: pa.RecordBatch) -> bool:
+        """Whether the values of a batch `build_plain` built pass the checks its Arrow types
+        do not make (class ids in range, complete images): `_check_values` of each feature.
+        Arrow and numpy work, most of it without the GIL: a writer runs it on a thread."""
+        try:
             for (name, feature), column in zip(self._items, batch.columns):
                 feature._check_values(column, name)
         except (Invalid, pa.ArrowException, ValueError, TypeError, OverflowError):
-            return None
-        return batch
+            return False
+        return True
 
     def encode_batch_or_rows(self, batch: pa.RecordBatch | pa.Table, key: Any,
                              rows: Callable[[], Iterable[tuple[Any, Any]]] | None,

@@ -7,6 +7,7 @@ offsets, per column with numpy, not per row.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,14 +41,26 @@ def _value_nbytes(value: Any) -> int:
 
 def plain_sizer(plain_types: Sequence[type | None]) -> Callable[[Sequence[Any]], int]:
     """`row_nbytes` for rows of plain values (`Features.plain_values`) of these types: only the
-    lengths of bytes and strs and the sizes of arrays are read, as their types are known."""
-    lengths = [i for i, kind in enumerate(plain_types) if kind in (bytes, str)]
-    arrays = [i for i, kind in enumerate(plain_types) if kind is np.ndarray]
+    lengths of bytes and strs and the sizes of arrays are read, as their types are known (in C
+    loops: the writer sizes every row it buffers)."""
+    texts = _picker([i for i, kind in enumerate(plain_types) if kind in (bytes, str)])
+    arrays = _picker([i for i, kind in enumerate(plain_types) if kind is np.ndarray])
     fixed = 8 * len(plain_types)
 
     def nbytes(values: Sequence[Any]) -> int:
-        return fixed + sum([len(values[i]) for i in lengths]) + sum([values[i].nbytes for i in arrays])
+        return fixed + sum(map(len, texts(values))) + sum(map(_NBYTES, arrays(values)))
     return nbytes
+
+
+_NBYTES = operator.attrgetter("nbytes")
+
+
+def _picker(positions: list[int]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """A function giving the items of a sequence at `positions`, always as a tuple (an
+    itemgetter of one position gives the item alone)."""
+    if len(positions) == 1:
+        return operator.itemgetter(slice(positions[0], positions[0] + 1))
+    return operator.itemgetter(*positions) if positions else operator.itemgetter(slice(0, 0))
 
 
 def arrow_row_nbytes(table: pa.Table) -> np.ndarray:
@@ -87,3 +100,14 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(array.to_numpy(), dtype=np.int64)
+
+
+def holds_strings(schema: pa.Schema) -> bool:
+    """Whether any column of `schema`, at any depth, holds strings with 32-bit offsets."""
+    types = [field.type for field in schema]
+    while types:
+        arrow_type = types.pop()
+        if pa.types.is_string(arrow_type):
+            return True
+        types.extend(arrow_type.field(i).type for i in range(arrow_type.num_fields))
+    return False

@@ -7,7 +7,6 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
@@ -18,8 +17,11 @@ from beam_shards.errors import EncodeError
 from beam_shards.features import Features
 from beam_shards.features.base import casts
 from beam_shards.format.statistics import Statistics
+from beam_shards.shards.encoded_rows import EncodedRows
+from beam_shards.shards.later import Later
+from beam_shards.shards.plain_rows import ENCODED, THREADED_ROWS, CheckedBatch, encode_each
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.row_sizes import arrow_row_nbytes, plain_sizer, row_nbytes, values_nbytes
+from beam_shards.shards.row_sizes import arrow_row_nbytes, holds_strings, plain_sizer, row_nbytes, values_nbytes
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
 
 # What ShardWriter calls for an example that does not fit, instead of raising: (example, key, error).
@@ -29,19 +31,6 @@ _MAX_STRING_BATCH_BYTES = 1 << 30
 # The footer repeats the schema and holds one 24-byte block entry per record batch.
 _FOOTER_FIXED_BYTES = 64
 _FOOTER_BLOCK_BYTES = 24
-
-
-@dataclasses.dataclass(frozen=True)
-class EncodedRows:
-    """Rows a step before the writer already checked against the writer's features, as
-    `Features.encode_batch` returns them: `ShardWriter.add` writes them as they are, so
-    they are not checked twice. Their schema must be the features' Arrow schema.
-
-    Args:
-      table: the rows, from `Features.encode_batch`.
-    """
-
-    table: pa.Table
 
 
 def split_key(item: Any, position: Any) -> tuple[Any, Any]:
@@ -60,11 +49,12 @@ class ShardWriter:
 
     An example whose values are all already in their encoded form (bytes for an Image,
     ints, strs, arrays of the declared shape and dtype: `Features.plain_values`) is
-    checked with its batch, column by column, when the batch is built; any other is
-    encoded when it is added. Either way an example that does not fit gets the error
-    `Features.encode_values` gives it, naming its key (an example without a key is named
-    by its first fields), and so a bad example may be reported by a later `add` or by
-    `close`.
+    checked with its batch, column by column, when the batch is built (the checks Arrow
+    types do not make, such as complete images, on a thread while the next batch is
+    gathered); any other is encoded when it is added. Either way an example that does
+    not fit gets the error `Features.encode_values` gives it, naming its key (an example
+    without a key is named by its first fields), and so a bad example may be reported by
+    a later `add` or by `close`.
 
     A batch is flushed at `batch_size` rows or `batch_bytes` bytes, whichever comes
     first. A shard is closed before a batch would take it past `shard_size_bytes` on
@@ -72,9 +62,9 @@ class ShardWriter:
     its own), and once it holds `max_rows_per_shard` rows. No shard is ever empty.
     Each shard is checksummed, written and fsynced by a thread of its own
     (`ShardStream`), while the next is encoded; `close` waits for all of them.
-    Memory held: one batch of rows, plus what the open shard's and the previous
-    shard's streams have queued, together at most half a batch (`batch_bytes`) and one
-    piece of a record batch.
+    Memory held: one batch of rows and one built batch being checked, plus what the
+    open shard's and the previous shard's streams have queued, together at most half a
+    batch (`batch_bytes`) and one piece of a record batch.
 
     Example:
         >>> import io
@@ -112,7 +102,7 @@ class ShardWriter:
         self._max_rows = options.max_rows_per_shard
         self._batch_size = options.batch_size
         self._batch_bytes = min(options.batch_bytes, max(1, shard_size_bytes // 4))
-        if _holds_strings(self._schema):  # else most batches past 2 GiB of text would fail their cast, then split
+        if holds_strings(self._schema):  # else most batches past 2 GiB of text would fail their cast, then split
             self._batch_bytes = min(self._batch_bytes, _MAX_STRING_BATCH_BYTES)
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
@@ -121,8 +111,16 @@ class ShardWriter:
         self._on_bad = on_bad
         self._plain_nbytes = plain_sizer(features.plain_types)
         self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
-        self._plain: list[tuple[int, Any, Any]] = []  # (row in the batch, example, key) of plain rows
+        # Per buffered row, its key (ENCODED for a row encoded when added), and the examples as
+        # given where an error or on_bad needs them: only ints and untracked tuples stay buffered,
+        # which cost the garbage collector nothing.
+        self._keys: list[Any] = []
+        self._examples: dict[int, Any] = {}
+        self._plain_count = 0
         self._rows_bytes = 0
+        self._checking: CheckedBatch | None = None  # the last batch built, written once checked
+        # The last RecordBatch or Table added, being encoded: (its encoding, the batch, its key).
+        self._encoding: tuple[Later, pa.RecordBatch | pa.Table, Any] | None = None
         self._path: str | None = None
         self._stream: ShardStream | None = None
         # Shards their threads still write: (path, rows, bytes, stream, batch rows, statistics).
@@ -145,13 +143,20 @@ class ShardWriter:
 
     def add(self, example: Any, key: Any) -> int:
         """Adds one example, or a pyarrow RecordBatch/Table of them; returns the rows added
-        (plain rows count as added until their batch is checked).
+        (plain rows, and the rows of a RecordBatch or Table, count as added until they are
+        checked: a batch is encoded, on a thread, while the next is made).
 
         Raises:
           EncodeError: this example, or a plain one added before it, does not match the
             features (names its key), unless `on_bad` takes it.
           ValueError: `EncodedRows` of another schema.
         """
+        if self._encoding is not None and not isinstance(example, (pa.RecordBatch, pa.Table)):
+            self._write_encoded()  # before this example: rows keep their order
+        values = self._features.plain_values(example)
+        if values is not None:
+            self._append(values, self._plain_nbytes(values), key, example)
+            return 1
         if isinstance(example, EncodedRows):
             schema = example.table.schema
             if not schema.equals(self._features.arrow_schema(), check_metadata=True):
@@ -161,16 +166,12 @@ class ShardWriter:
             self.write_table(example.table)
             return example.table.num_rows
         if isinstance(example, (pa.RecordBatch, pa.Table)):
-            rows = None if self._on_bad is None else lambda: (((key, k), row) for k, row in enumerate(example.to_pylist()))
-            table, rows = self._features.encode_batch_or_rows(example, key, rows)
-            if table is None:
-                return sum(self.add(row, row_key) for row_key, row in rows)
-            self.write_table(table)
+            encoding = Later(self._features.encode_batch, example, key, threaded=example.num_rows >= THREADED_ROWS)
+            self._flush_all()
+            self._encoding = (encoding, example, key)
+            if not encoding.threaded:
+                self._write_encoded()
             return example.num_rows
-        values = self._features.plain_values(example)
-        if values is not None:
-            self._append(values, self._plain_nbytes(values), (example, key))
-            return 1
         try:
             values = self._features.encode_values(example, key)
         except EncodeError as error:
@@ -193,15 +194,19 @@ class ShardWriter:
         """Adds one encoded row (from `Features.encode_example`)."""
         self._append(tuple([row[name] for name in self._names]), row_nbytes(row) if nbytes is None else nbytes)
 
-    def _append(self, values: tuple[Any, ...], nbytes: int, plain: tuple[Any, Any] | None = None) -> None:
-        """Buffers one row; `plain` is `(example, key)` for a row of plain values, checked with its batch."""
+    def _append(self, values: tuple[Any, ...], nbytes: int, key: Any = ENCODED, example: Any = None) -> None:
+        """Buffers one row: encoded values, or with its `key` and `example`, plain values
+        (`Features.plain_values`) checked with its batch."""
         if self._rows and self._rows_bytes + nbytes > self._batch_bytes:
             # Flush first, so a batch stays within batch_bytes unless it is one row, and
             # a row larger than a shard gets a batch, and so a shard, of its own.
             self._flush()
-        if plain is not None:
-            self._plain.append((len(self._rows), *plain))
+        if key is not ENCODED:
+            self._plain_count += 1
+            if key is None or self._on_bad is not None:
+                self._examples[len(self._rows)] = example
         self._rows.append(values)
+        self._keys.append(key)
         self._rows_bytes += nbytes
         if (len(self._rows) >= self._batch_size or self._rows_bytes >= self._batch_bytes
                 or self._max_rows is not None and self._shard_rows + len(self._rows) >= self._max_rows):
@@ -214,7 +219,7 @@ class ShardWriter:
         `batch_bytes` bytes (a row larger than that is a batch of its own), measured
         per row from the Arrow offsets; rotation then works as for single rows.
         """
-        self._flush()
+        self._flush_all()
         total = table.num_rows
         ends = np.concatenate([[0], np.cumsum(arrow_row_nbytes(table))])
         offset = 0
@@ -229,7 +234,7 @@ class ShardWriter:
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Adds one record batch already in Arrow form as it is (no re-slicing), after what is buffered;
         rotation works as for any batch. Merging shards copies batches through here."""
-        self._flush()
+        self._flush_all()
         self._write_batch(batch)
 
     @property
@@ -240,14 +245,15 @@ class ShardWriter:
     def close(self) -> list[WrittenShard]:
         """Writes what is buffered, closes the open shard, waits until every shard is on disk
         and returns them all."""
-        self._flush()
+        self._flush_all()
         self._close_shard()
         self._wait_closing(0)
         return self.shards
 
     def abort(self) -> list[str]:
         """Drops buffered rows, stops every shard's stream unsynced; returns every path it opened."""
-        self._rows, self._plain = [], []
+        self._rows, self._keys, self._examples, self._plain_count, self._checking = [], [], {}, 0, None
+        self._encoding = None
         streams = [closing[3] for closing in self._closing] + ([self._stream] if self._stream else [])
         for stream in streams:
             stream.abort()
@@ -255,32 +261,67 @@ class ShardWriter:
         self._stream = self._ipc = None
         return self.paths
 
+    def _flush_all(self) -> None:
+        """Builds what is buffered and writes every batch built or encoded so far."""
+        self._write_encoded()
+        self._flush()
+        self._write_checked()
+
+    def _write_encoded(self) -> None:
+        """Writes the RecordBatch or Table being encoded once it is; one that does not fit
+        raises its error, or with `on_bad`, is added row by row, keyed `(key, row)`."""
+        if self._encoding is None:
+            return
+        (encoding, batch, key), self._encoding = self._encoding, None
+        try:
+            table = encoding.result()
+        except EncodeError:
+            if self._on_bad is None:
+                raise
+            for row, example in enumerate(batch.to_pylist()):
+                self.add(example, (key, row))
+            return
+        self.write_table(table)
+
     def _flush(self) -> None:
+        """Builds the buffered rows into a batch: one of encoded rows is written, one holding
+        plain rows is checked (on a thread) and written by the next flush."""
         if not self._rows:
             return
-        rows, plain = self._rows, self._plain
-        self._rows, self._rows_bytes, self._plain = [], 0, []
+        rows, keys, examples, plain = self._rows, self._keys, self._examples, self._plain_count
+        self._rows, self._keys, self._examples, self._plain_count, self._rows_bytes = [], [], {}, 0, 0
         batch = self._features.build_plain(list(zip(*rows))) if plain else None
-        if batch is None:
-            if plain:
-                # A plain value did not fit: encode the plain rows one by one, as `add`
-                # encodes the others, so the bad one gets its own error (or goes to on_bad).
-                rows = self._encode_each(rows, plain)
-            if not rows:
-                return
-            batch = self._features.build_columns(list(zip(*rows)))
-        self._write_batch(batch)
+        if batch is not None:
+            encoded = {} if plain == len(rows) else {row: rows[row] for row, key in enumerate(keys) if key is ENCODED}
+            checking = CheckedBatch(self._features, batch, keys, examples, encoded)
+            self._write_checked()
+            self._checking = checking
+            # A batch checked where it was built is written at once, as is one whose shard decides
+            # where the next batch ends.
+            if not checking.threaded or self._max_rows is not None:
+                self._write_checked()
+            return
+        if plain:
+            # A plain value did not fit: encode the plain rows one by one, as `add`
+            # encodes the others, so the bad one gets its own error (or goes to on_bad).
+            rows = encode_each(self._features, rows, keys, examples, self._refuse)
+        self._write_checked()
+        if rows:
+            self._write_batch(self._features.build_columns(list(zip(*rows))))
 
-    def _encode_each(self, rows: list[tuple[Any, ...]], plain: list[tuple[int, Any, Any]]) -> list[tuple[Any, ...]]:
-        """`rows` with each plain row encoded by `Features.encode_values`, those that do not fit left out."""
-        rows, refused = list(rows), set()
-        for row, example, key in plain:
-            try:
-                rows[row] = self._features.encode_values(example, key)
-            except EncodeError as error:
-                self._refuse(example, key, error)
-                refused.add(row)
-        return [values for row, values in enumerate(rows) if row not in refused]
+    def _write_checked(self) -> None:
+        """Writes the batch being checked once its check is done; one that does not pass goes
+        back to per-row encoding."""
+        checking, self._checking = self._checking, None
+        if checking is None:
+            return
+        if checking.passed():
+            self._write_batch(checking.batch)
+            return
+        rows = encode_each(self._features, checking.plain_rows(), checking.keys, checking.examples,
+                           self._refuse)
+        if rows:
+            self._write_batch(self._features.build_columns(list(zip(*rows))))
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if not batch.schema.equals(self._schema):
@@ -356,13 +397,3 @@ class ShardWriter:
             self.shards.append(WrittenShard(path, rows, size, stream.result(), batch_rows, statistics))
             del self._closing[0]
 
-
-def _holds_strings(schema: pa.Schema) -> bool:
-    """Whether any column of `schema`, at any depth, holds strings with 32-bit offsets."""
-    types = [field.type for field in schema]
-    while types:
-        arrow_type = types.pop()
-        if pa.types.is_string(arrow_type):
-            return True
-        types.extend(arrow_type.field(i).type for i in range(arrow_type.num_fields))
-    return False
