@@ -23,7 +23,7 @@ from beam_shards import BeamShardsError, EncodeError, Features, Manifest, abando
 from beam_shards.beam import quiet_beam
 from beam_shards.errors import best_effort
 from beam_shards.progress import Watch
-from beam_shards.terminal import print_error, say
+from beam_shards.terminal import print_error, quiet_broken_pipe, say
 from beam_shards.versions import find_published
 from pipelines.bad_inputs import BadInputError
 from pipelines.report import report
@@ -91,10 +91,11 @@ def _print_error(message: str, bad_input: bool, verbose: bool) -> int:
 
 
 def run_script(module_name: str) -> None:
-    """`python -m pipelines.NAME`: runs that module's `run` with the process arguments, then exits.
+    """`python -m pipelines.NAME`: runs that module's `run` with the process arguments, then exits (quietly when
+    the reader of its report stops early).
 
     The module is imported by its name rather than used as `__main__`, so the
     functions Beam pickles are referenced by a name workers can import too.
     """
     module = importlib.import_module(module_name)
-    raise SystemExit(main(module.run))
+    raise SystemExit(quiet_broken_pipe(lambda: main(module.run)))

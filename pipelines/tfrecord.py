@@ -55,7 +55,9 @@ def _bytes_feature(values: list[bytes]) -> Feature:
     return Value("string" if all(_is_text(value) for value in values) else "binary")
 
 
-def _infer_feature(name: str, present: list[tuple[str | None, list[Any]]], nullable: bool) -> Feature:
+def _infer_feature(name: str, present: list[tuple[str | None, list[Any]]], missing: bool) -> Feature:
+    """The feature of the values a feature has in the records that hold it (`missing`: some lack it);
+    nullable as csv's and jsonl's columns are (see `infer_features`)."""
     kinds = {kind for kind, _ in present if kind is not None}
     if len(kinds) > 1:
         raise FeatureError(f"feature {name!r} is a {' in some records, a '.join(sorted(kinds))} in others; "
@@ -67,16 +69,17 @@ def _infer_feature(name: str, present: list[tuple[str | None, list[Any]]], nulla
     lengths = {len(values) for _, values in present}
     items = [item for _, values in present for item in values]
     if lengths <= {0, 1}:
-        nullable = nullable or 0 in lengths
         if kind == "bytes_list":
             feature = _bytes_feature(items)
-            return Image(nullable=nullable) if isinstance(feature, Image) else Value(feature.dtype, nullable=nullable)
-        return Value(tf_example.KIND_DTYPES[kind], nullable=nullable)
+            if isinstance(feature, Image):
+                return Image(nullable=missing or 0 in lengths)
+            return Value(feature.dtype, nullable=True)
+        return Value(tf_example.KIND_DTYPES[kind], nullable=True)
     if kind == "bytes_list":
-        return SequenceFeature(_bytes_feature(items), nullable=nullable)
+        return SequenceFeature(_bytes_feature(items), nullable=True)
     if len(lengths) == 1:
-        return Array((lengths.pop(),), tf_example.KIND_DTYPES[kind], nullable=nullable)
-    return SequenceFeature(Value(tf_example.KIND_DTYPES[kind]), nullable=nullable)
+        return Array((lengths.pop(),), tf_example.KIND_DTYPES[kind], nullable=True)
+    return SequenceFeature(Value(tf_example.KIND_DTYPES[kind]), nullable=True)
 
 
 def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]], *,
@@ -87,7 +90,11 @@ def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]]
     else a string (UTF-8) or binary Value; a one-value int64_list or float_list is a
     Value (int64, float32), or with `label_column` a ClassLabel with the classes of
     `label_values`; lists of one length in every record are Arrays, others Sequences.
-    A feature missing from some records is nullable.
+    Every feature is nullable, as csv's and jsonl's columns are: inference sees only the
+    first records, and a later record lacking a feature (or holding an empty list for a
+    one-value feature) is null rather than a failed conversion. Images and the label are
+    nullable only where a record looked at lacks them, as csv's and jsonl's are (a missing
+    image is most often a mistake).
 
     Raises:
       FeatureError: no records, a feature of mixed kinds or never holding a list, or a

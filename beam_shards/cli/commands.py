@@ -32,7 +32,7 @@ from beam_shards.format.catalog import read_metadata, version_log
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.terminal import ArgumentParser, print_error, say
+from beam_shards.terminal import ArgumentParser, print_error, quiet_broken_pipe, say
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.versions.compact import compact
@@ -376,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs `beam-shards` with `argv` (the process arguments by default); returns the exit status."""
+    """Runs `beam-shards` with `argv` (the process arguments by default); returns the exit status
+    (`BROKEN_PIPE_STATUS`, quietly, when the reader of its output stops early)."""
+    return quiet_broken_pipe(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -9,7 +9,9 @@ Face's types (`features.COLUMN_TYPES`), while appends keep their base's, so ever
 a version has one schema. Two optional fields tie a version to its cache: `cache_id`, given with
 the cache's first version and carried by every version after it, and `parent_write_id`, the
 write of the version it was published on top of (`format.latest` reads them; headers written
-before them lack them). A version in "large" column types (an append onto a cache
+before them lack them). A third, `rows_id`, names the write whose rows a version holds in their
+order where that is not its own: a version `compact` made keeps its parent's rows, so training
+states taken on either stay valid on both. A version in "large" column types (an append onto a cache
 begun before format 4) is written in format 3, which implies them, so the beam_shards
 that wrote its base still reads it. Formats 1 and 2 listed every shard in the JSON; they
 are still read. Parsing trusts nothing in the file: every field is checked and any
@@ -83,6 +85,8 @@ class Manifest:
         written before ids.
       parent_write_id: the write id of version `parent_version`; None where that is
         not recorded.
+      rows_id: the write id of the version whose rows, in their order, this one holds,
+        where that is another version's (one `compact` rewrote); None for its own.
     """
 
     path: str
@@ -101,6 +105,7 @@ class Manifest:
     column_types: str = "hf"
     cache_id: str | None = None
     parent_write_id: str | None = None
+    rows_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.shards, ShardTable):
@@ -109,6 +114,11 @@ class Manifest:
     @property
     def num_rows(self) -> int:
         return self.shards.num_rows
+
+    @property
+    def rows_identity(self) -> str:
+        """The write id of the rows this version holds in their order: `rows_id`, or its own write id."""
+        return self.rows_id or self.write_id
 
     @property
     def num_bytes(self) -> int:
@@ -170,6 +180,7 @@ class Manifest:
             "parent_version": self.parent_version,
             **({"parent_write_id": self.parent_write_id} if self.parent_write_id is not None else {}),
             **({"cache_id": self.cache_id} if self.cache_id is not None else {}),
+            **({"rows_id": self.rows_id} if self.rows_id is not None else {}),
             "mode": self.mode,
             "features": self.features.to_dict(),
             "schema_fingerprint": self.schema_fingerprint,
@@ -259,15 +270,16 @@ class Manifest:
             raise CorruptCacheError(f"{where} has an invalid version {_shown(version)} or parent {_shown(parent)}")
         if mode not in MODES or not isinstance(data["write_id"], str) or not isinstance(data.get("created", ""), str):
             raise CorruptCacheError(f"{where} has an invalid mode, write id or creation time")
-        cache_id, parent_write_id = data.get("cache_id"), data.get("parent_write_id")
-        if not (cache_id is None or is_cache_id(cache_id)) or not (parent_write_id is None or is_write_id(parent_write_id)):
-            raise CorruptCacheError(f"{where} has an invalid cache id {_shown(cache_id)} or parent write id "
-                                    f"{_shown(parent_write_id)}")
+        cache_id, parent_write_id, rows_id = data.get("cache_id"), data.get("parent_write_id"), data.get("rows_id")
+        if not (cache_id is None or is_cache_id(cache_id)) or not all(
+                write is None or is_write_id(write) for write in (parent_write_id, rows_id)):
+            raise CorruptCacheError(f"{where} has an invalid cache id {_shown(cache_id)}, parent write id "
+                                    f"{_shown(parent_write_id)} or rows id {_shown(rows_id)}")
         return cls(path=path, version=version, write_id=data["write_id"], features=features, shards=shards,
                    compression=data["compression"], metadata=data["metadata"], writer=data["writer"],
                    created=data.get("created", ""), parent_version=parent, mode=mode, statistics=statistics,
                    format_version=format_version, column_types=column_types, cache_id=cache_id,
-                   parent_write_id=parent_write_id)
+                   parent_write_id=parent_write_id, rows_id=rows_id)
 
 
 def _parse_listed(data: dict[str, Any], where: str) -> ShardTable:

@@ -16,6 +16,7 @@ from beam_shards.hf.to_datasets import hf_dataset
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
 from beam_shards.read.indexing import check_index, check_indices, check_slice
+from beam_shards.read.row_identity import rows_name
 
 
 class ShardedDataset:
@@ -98,10 +99,11 @@ class ShardedDataset:
 
     @property
     def identity(self) -> str:
-        """What this dataset's rows are, as a checkpoint must match: the cache version (its write id)
-        and the view; the same wherever the cache was copied to."""
+        """What this dataset's rows are, as a checkpoint must match: the write that wrote them (the
+        same for a version `compact` made of another), the version, the view and the row count; the
+        same wherever the cache was copied to (`row_identity`)."""
         manifest = self._backend.manifest
-        return f"{manifest.write_id} version {manifest.version}, {self._describe_view()}, {len(self)} rows"
+        return rows_name(manifest.rows_identity, manifest.version, self._describe_view(), len(self))
 
     def _describe_view(self) -> str:
         """Which rows of the version this dataset holds, so Grain's checkpoint check sees a changed view."""

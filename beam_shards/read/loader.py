@@ -92,7 +92,9 @@ class ShardedDataLoader(DataLoader):
     def state_dict(self) -> dict[str, Any]:
         """Where the loop stands: the sampler's state after the batches the loop consumed."""
         sampler: ShardedSampler = self.sampler
-        if self._finished:
+        if self._finished or sampler.generation != self._generation:
+            # The epoch ended, or the user moved the sampler (set_epoch) since the last iterator
+            # began: the next iterator starts where the sampler stands.
             state = sampler.state_dict()
         else:
             state = sampler.state_after(self._base, self._consumed * (self.batch_size or 1))
@@ -114,3 +116,4 @@ class ShardedDataLoader(DataLoader):
         except ValueError as error:
             raise ValueError(f"ShardedDataLoader state 'sampler': {error}") from None
         self._base, self._consumed, self._finished, self._started = sampler.state_dict(), 0, False, False
+        self._generation = sampler.generation

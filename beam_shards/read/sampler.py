@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from beam_shards.display import clip
+from beam_shards.read.row_identity import same_rows, version_hint
 from beam_shards.read.saved_state import check_shape, is_int, same_value, state_int
 
 STATE_FORMAT = "beam_shards.ShardedSampler/2"
@@ -104,8 +105,9 @@ class ShardedSampler:
 
     Args:
       dataset_or_len: the dataset (anything with `len`) or its length. A dataset that
-        names its rows (`ShardedDataset.identity`) ties states to that cache version
-        and view.
+        names its rows (`ShardedDataset.identity`) ties states to those rows in their
+        order: the cache version and view, or a version `compact` made of it (the
+        same rows); a state of another version is refused naming the version to open.
       shuffle: shuffle each epoch; False gives 0, 1, 2, ... split across ranks.
       seed: the seed, 0 <= seed < 2^63; the same (seed, epoch) gives the same order on
         every machine.
@@ -249,11 +251,13 @@ class ShardedSampler:
         counts = {key: state_int(state, key, "ShardedSampler", low=int(key == "world_size"))
                   for key in ("epoch", "offset", "position", "consumed", "world_size", "rank")}
         mine = {key: getattr(self, key) for key in _ORDER_KEYS}
-        differ = {key: (state[key], value) for key, value in mine.items() if not same_value(state[key], value)}
+        differ = {key: (state[key], value) for key, value in mine.items()
+                  if not (same_rows if key == "dataset" else same_value)(state[key], value)}
         if differ:
             shown = ", ".join(f"{key} {clip(repr(saved))} (this sampler: {value!r})"
                               for key, (saved, value) in differ.items())
-            raise ValueError(f"sampler state is for another order: {shown}")
+            hint = version_hint(state["dataset"], self.dataset) if "dataset" in differ else ""
+            raise ValueError(f"sampler state is for another order: {shown}{hint}")
         saved = SamplerState(counts["epoch"], counts["offset"], counts["position"], counts["world_size"],
                              self.num_samples, self.drop_last)
         if saved.offset > self.num_samples or saved.position > saved.segment_length():

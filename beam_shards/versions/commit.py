@@ -137,8 +137,8 @@ def _check_mode(path: str, features: Features, options: WriterOptions | None, mo
 
 def publish(path: str, *, write_id: str, features: Features, staged: Iterable[WrittenShard],
             options: WriterOptions, metadata: dict[str, Any], mode: str = "overwrite",
-            parent: int | None = None, kept: dict[int, int] | None = None, ordered: bool = False,
-            since: int | None = None) -> Manifest:
+            parent: int | None = None, kept: dict[int, int] | None = None, same_rows: bool = False,
+            ordered: bool = False, since: int | None = None) -> Manifest:
     """Publishes the staged shards of a write as the next version of the cache at `path`.
 
     Idempotent: run again after a partial or complete run (or concurrently with
@@ -157,6 +157,9 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
       kept: shards of version `parent` that the new one lists again, by name and
         unchanged: new position -> index in `parent`; the staged shards fill the
         others in order (the rows stay those of `parent`, and so its statistics).
+      same_rows: the new version holds the rows of version `parent` in their order (as
+        `compact` makes it): it records their identity (`Manifest.rows_id`), so training
+        states taken on either version stay valid on both.
       ordered: `staged` is in the order to publish (a deterministic write); otherwise
         the shards are ordered by their staged paths.
       since: a version committed before the write started (from `check_write`, for a
@@ -172,6 +175,8 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
       CacheExistsError, SchemaMismatchError: the mode does not allow publishing over
         the cache that is there now; nothing was published.
     """
+    if same_rows and parent is None:
+        raise ValueError(f"write {write_id}: same_rows says the rows are those of the parent version; give parent")
     layout = CacheLayout(path)
     check_write_id(write_id)
     with cache_lock(layout):
@@ -187,7 +192,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
                 manifest = _commit(layout, write_id, features, added, statistics, options, metadata, mode,
-                                   parent, kept or {}, since, folder)
+                                   parent, kept or {}, since, folder, same_rows)
             except (CacheExistsError, SchemaMismatchError, PublishError):
                 fs.delete([layout.shard(name) for name in names])
                 remove_staging(layout, write_id)
@@ -234,7 +239,8 @@ def find_published(path: str, write_id: str, since: int | None = None,
 
 def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
             statistics: Statistics | None, options: WriterOptions, metadata: dict[str, Any], mode: str,
-            parent: int | None, kept: dict[int, int], since: int | None, seen: VersionFolder | None = None) -> Manifest:
+            parent: int | None, kept: dict[int, int], since: int | None, seen: VersionFolder | None = None,
+            same_rows: bool = False) -> Manifest:
     """Commits the new version; `seen` is the folder `publish` found, in which it looked for this
     write's own version (its first attempt builds on it: a commit since makes the create fail)."""
     path = layout.path
@@ -285,7 +291,8 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics,
-            cache_id=folder.cache_id or new_cache_id(), parent_write_id=latest.write_id if latest else None)
+            cache_id=folder.cache_id or new_cache_id(), parent_write_id=latest.write_id if latest else None,
+            rows_id=latest.rows_identity if same_rows and latest else None)
         target, text = layout.version(manifest.version), manifest.to_json()
         if len(text) > MAX_MANIFEST_BYTES:  # every reader would refuse it, and the cache take no more writes
             raise PublishError(f"version {manifest.version} of {path} would have a header of {len(text):,} bytes, "

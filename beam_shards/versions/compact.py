@@ -3,7 +3,8 @@
 The latest version's shards are planned into bins keeping the row order
 (`merge.plan_bins(keep_order=True)`), each bin of several shards is merged by copying
 its record batches (`merge.merge_shards`), and the result is published as a new version
-through `commit.publish` (mode overwrite, the features, compression, column types and metadata kept),
+through `commit.publish` (mode overwrite, the features, compression, column types and metadata kept,
+and the identity of its rows, so training states taken on the older version resume on it),
 only if no other write published meanwhile (else it publishes nothing). Merged shards
 are staged under the compaction's write id; shards left whole are listed again by name,
 not copied (as an append lists the shards it keeps), so the older version stays
@@ -62,7 +63,8 @@ def compact(path: str, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES) -> tupl
         manifest = publish(path, write_id=write_id, features=latest.features, staged=staged,
                            options=WriterOptions(options.shard_size_bytes, compression=latest.compression,
                                                  column_types=latest.column_types),
-                           metadata=dict(latest.metadata), mode="overwrite", parent=latest.version, kept=kept)
+                           metadata=dict(latest.metadata), mode="overwrite", parent=latest.version, kept=kept,
+                           same_rows=True)
     except BaseException:
         abandon(path, write_id)
         raise

@@ -131,9 +131,10 @@ def test_inference_rules():
     records[2]["n"] = ("int64_list", [])
     features = pipeline.infer_features(records)
     assert dict(features) == {
-        "bin": Value("binary"), "fixed": Array((2,), "float32"), "img": Image(nullable=False),
-        "imgs": Sequence(Image()), "n": Value("int64", nullable=True), "s": Value("string"),
-        "var": Sequence(Value("int64")), "words": Sequence(Value("string")), "x": Value("float32", nullable=True)}
+        "bin": Value("binary", nullable=True), "fixed": Array((2,), "float32", nullable=True),
+        "img": Image(nullable=False), "imgs": Sequence(Image(), nullable=True), "n": Value("int64", nullable=True),
+        "s": Value("string", nullable=True), "var": Sequence(Value("int64"), nullable=True),
+        "words": Sequence(Value("string"), nullable=True), "x": Value("float32", nullable=True)}
     labelled = pipeline.infer_features(records, label_column="n", label_values=[0, 4, None])
     assert labelled["n"] == ClassLabel(num_classes=5, nullable=True)
 
@@ -198,8 +199,9 @@ def test_end_to_end_with_inferred_features(tmp_path):
                              "--label_column", "label", "--runner=FnApiRunner"])
     assert manifest.num_rows == count
     assert dict(manifest.features) == {
-        "blob": Value("binary"), "caption": Value("string", nullable=True), "embedding": Array((4,), "float32"),
-        "image": Image(nullable=False), "label": ClassLabel(num_classes=3), "tokens": Sequence(Value("int64"))}
+        "blob": Value("binary", nullable=True), "caption": Value("string", nullable=True),
+        "embedding": Array((4,), "float32", nullable=True), "image": Image(nullable=False),
+        "label": ClassLabel(num_classes=3), "tokens": Sequence(Value("int64"), nullable=True)}
     assert manifest.metadata == {"pipeline": "tfrecord", "input": str(tmp_path / "data" / "train-*.tfrecord")}
     got = {r["embedding"][0]: r for r in ShardedDataset(str(out), image_mode="bytes")}
     for i in range(count):
