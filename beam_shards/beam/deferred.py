@@ -3,7 +3,7 @@
 `WriteToArrowShards(path, features)` takes `Features`, or a PCollection holding exactly one
 (from a `beam.CombineGlobally` of per-batch summaries, say). The checks of `commit.check_write`
 that need the features (`commit.check_features`) then run in a step of their own
-(`checked`); every step of the sink reads its output as a side input, so no shard is staged
+(`CheckFeatures`); every step of the sink reads its output as a side input, so no shard is staged
 before they pass. A step takes `known(features)` at construction (the features, or None when
 deferred) and `side_inputs(features)` as extra arguments (none for given features, so their
 steps keep Beam's faster invoker); `features_for` picks the one it has.
@@ -42,20 +42,29 @@ def features_for(given: Features | None, side: Features | None) -> Features:
     return given if given is not None else side
 
 
-def checked(features: beam.PCollection, path: str, metadata: dict[str, Any], mode: str) -> beam.PCollection:
-    """`features` (a PCollection that must hold one `Features`) checked for a write to `path`
-    (`commit.check_features`): a PCollection of that one element, or the pipeline fails.
+class CheckFeatures(beam.PTransform):
+    """Features made when the pipeline runs (a PCollection that must hold one `Features`) checked for
+    a write to `path` (`commit.check_features`): a PCollection of that one element, or the pipeline
+    fails.
 
     Raises (when the pipeline runs):
-      ValueError: `features` holds no element or more than one (naming the PCollection).
+      ValueError: the PCollection holds no element or more than one (naming it).
       TypeError, FeatureError, CacheExistsError, SchemaMismatchError: as `commit.check_write`.
     """
-    name = features.producer.full_label if features.producer is not None else str(features)
-    if not isinstance(features.windowing.windowfn, window.GlobalWindows):
-        features = features | "GlobalFeatures" >> beam.WindowInto(window.GlobalWindows())
-    return (features
-            | "ListFeatures" >> beam.combiners.ToList()
-            | "CheckFeatures" >> beam.Map(_one_checked, name, path, metadata, mode))
+
+    def __init__(self, path: str, metadata: dict[str, Any], mode: str):
+        super().__init__()
+        self._path = path
+        self._metadata = metadata
+        self._mode = mode
+
+    def expand(self, features: beam.PCollection) -> beam.PCollection:
+        name = features.producer.full_label if features.producer is not None else str(features)
+        if not isinstance(features.windowing.windowfn, window.GlobalWindows):
+            features = features | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
+        return (features
+                | "List" >> beam.combiners.ToList()
+                | "Check" >> beam.Map(_one_checked, name, self._path, self._metadata, self._mode))
 
 
 def _one_checked(found: list[Any], name: str, path: str, metadata: dict[str, Any], mode: str) -> Features:

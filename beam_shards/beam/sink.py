@@ -272,7 +272,7 @@ class WriteToArrowShards(beam.PTransform):
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
         features = self._features
         if deferred.is_deferred(features):  # checked once when the pipeline runs, before anything is staged
-            features = deferred.checked(features, self._path, self._metadata, self._mode)
+            features = features | "CheckFeatures" >> deferred.CheckFeatures(self._path, self._metadata, self._mode)
         given_features, side = deferred.known(features), deferred.side_inputs(features)
         options = self._options
         if self._deterministic:
