@@ -20,7 +20,8 @@ from beam_shards.versions.staging import staged_shards
 class _MergeBinFn(beam.DoFn):
     """Merges one bin, `(write id, shards, *rest)`, into `(write id, merged shard, *rest)`: the bin's
     shards copied in a fresh attempt folder (a retried or repeated merge never collides with
-    another); a bin of one shard passes through. `rest` (a deterministic write's order) is kept.
+    another); a bin of one shard passes through. A shard may be given as `(shard, first, end)`:
+    its record batches [first, end) alone. `rest` (a deterministic write's order) is kept.
     Features made when the pipeline runs come as a side input (`deferred`)."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions):
@@ -30,14 +31,16 @@ class _MergeBinFn(beam.DoFn):
         self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
 
     def process(self, element: tuple[Any, ...], features: Features | None = None):
-        write_id, shards, *rest = element
-        if len(shards) == 1:
-            yield (write_id, shards[0], *rest)
+        write_id, spans, *rest = element
+        if len(spans) == 1 and isinstance(spans[0], WrittenShard):
+            yield (write_id, spans[0], *rest)
             return
+        shards = [span if isinstance(span, WrittenShard) else span[0] for span in spans]
+        batches = [None if isinstance(span, WrittenShard) else span[1:] for span in spans]
         attempt = self._layout.new_attempt(write_id)
         merged: WrittenShard = merge_shards(shards, deferred.features_for(self._features, features),
                                             staged_shards(attempt), self._options.compression,
-                                            self._options.column_types)
+                                            self._options.column_types, batches)
         self._merged.inc(len(shards))
         yield (write_id, merged, *rest)
 

@@ -20,10 +20,11 @@ only file names and row ranges go through Beam's shuffles, never the examples:
   holding them, sorted by key (ties by the row's values) and written with one
   `BundleWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
   Memory: one run while writing runs, one chunk while writing chunks.
-- merge: the tagged shards, sorted by order, are planned into bins that keep that order
-  (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
-  bin is merged by copying record batches and keeps its first shard's order (the sink's
-  own merge steps, `merging.merge_small_shards`).
+- merge: the tagged shards, sorted by order, are planned into bins of record batches that
+  keep that order (`ordered_bins`: a small shard before a full one takes part of it, so
+  no shard passes the target), so the cut points depend on the rows alone; each bin is
+  merged by copying record batches and keeps its first span's order (the sink's own
+  merge steps, `merging.merge_small_shards`).
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
@@ -48,11 +49,12 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
+from beam_shards.beam.ordered_bins import batch_bytes
 from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features, Value
-from beam_shards.shards.merge import plan_bins
+from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.writer import EncodedRows, split_key
@@ -62,7 +64,6 @@ _CHUNK_BATCHES = 8
 # About how many bytes of examples a bundle sorts at a time into one run.
 RUN_BYTES = 64 << 20
 KEY_COLUMN = "__beam_shards_key__"
-Order = tuple[int, int]
 Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
 
@@ -305,16 +306,6 @@ def in_key_order(table: pa.Table) -> pa.Table:
     return table.take(order)
 
 
-def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options: WriterOptions,
-                      overhead: int) -> list[tuple[str, list[WrittenShard], Order]]:
-    """Bins of the tagged shards that keep their order: `(write id, shards, order of the first)`."""
-    items = sorted(items, key=operator.itemgetter(2))
-    bins = plan_bins([shard.num_bytes for _, shard, _ in items], options.shard_size_bytes, keep_order=True,
-                     rows=[shard.num_rows for _, shard, _ in items], max_rows=options.max_rows_per_shard,
-                     overhead=overhead)
-    return [(items[b[0]][0], [items[i][1] for i in b], items[b[0]][2]) for b in bins]
-
-
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
                        write_chunk: WriteChunkFn, features: tuple[Any, ...] = ()) -> tuple[Any, beam.PCollection]:
     """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
@@ -323,7 +314,7 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
     `write_runs` takes the pairs with the write id as a side input and yields
     `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
     `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
-    `(write id, shard, order)`. Both take `features` too: the side input of features made
+    `(write id, shard, order, batch bytes)` (`ordered_bins.batch_bytes`). Both take `features` too: the side input of features made
     when the pipeline runs, if any (`deferred.side_inputs`).
     """
     runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id), *features).with_outputs(
@@ -341,7 +332,8 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
 
 class WriteChunkFn(beam.DoFn):
     """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
-    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`.
+    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)` and the
+    bytes of each of their record batches (`ordered_bins.batch_bytes`, for the merge plan).
     `features` None: they are made when the pipeline runs and come as a side input."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None):
@@ -359,6 +351,7 @@ class WriteChunkFn(beam.DoFn):
     def _use(self, features: Features) -> BundleWriter:
         """The chunk writer of `features` (and the features of the runs read)."""
         self._features, self._runs = features, _run_features(features)
+        self._overhead = file_overhead(features)
         return BundleWriter(self._path, features, self._options)
 
     def teardown(self) -> None:
@@ -385,5 +378,5 @@ class WriteChunkFn(beam.DoFn):
         shards = self._chunk.finish()
         self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, shard in enumerate(shards):
-            yield self._write_id, shard, (rank, index)
+        for index, (shard, sizes) in enumerate(zip(shards, batch_bytes(rows, shards, self._overhead))):
+            yield self._write_id, shard, (rank, index), sizes

@@ -38,7 +38,7 @@ from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import deferred, ordered
+from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
@@ -279,7 +279,7 @@ class WriteToArrowShards(beam.PTransform):
             write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
             write_chunk = ordered.WriteChunkFn(self._path, given_features, options, given)
             runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side)
-            plan = functools.partial(ordered.plan_ordered_bins, options=options)
+            plan = functools.partial(ordered_bins.plan_ordered_bins, options=options)
             staged, merged = merge_small_shards(written, plan, self._path, features, options)
             return self._finalize(do_once, write_id, features, merged, staged, runs[BAD_TAG])
         if given is None or side:
