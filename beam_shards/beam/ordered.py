@@ -326,7 +326,8 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
                    | "RankChunks" >> beam.Map(ranks))
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
-               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks), *features))
+               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks),
+                                             *features))
     return runs, written
 
 

@@ -43,7 +43,9 @@ def batch_bytes(table: pa.Table, shards: Sequence[WrittenShard], overhead: int) 
             start += rows
         total = sum(weights)
         content = max(0, shard.num_bytes - overhead)
-        ends = np.cumsum(weights) * content // total if total else np.arange(1, len(weights) + 1) * content // len(weights)
+        if not total:  # no bytes in memory: an even share each
+            weights, total = [1] * len(weights), len(weights)
+        ends = np.cumsum(weights) * content // total
         shares.append(tuple(int(size) for size in np.diff(ends, prepend=0)))
     return shares
 

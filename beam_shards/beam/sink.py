@@ -230,8 +230,8 @@ class WriteToArrowShards(beam.PTransform):
         than those above (names the type and the key), at its first element.
     """
 
-    def __init__(self, path: str, features: Features | beam.PCollection, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
-                 max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+    def __init__(self, path: str, features: Features | beam.PCollection, *,
+                 shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES, max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,

@@ -21,7 +21,8 @@ FEATURES = Features({"file": Value("string"), "position": Value("int64"), "data"
 
 def _pairs(files: dict[str, int], row_bytes) -> list[tuple[tuple[str, int], dict]]:
     """Rows of files of `files[name]` rows, each of `row_bytes(name, position)` bytes that do not compress."""
-    return [((name, p), {"file": name, "position": p, "data": random.Random(f"{name} {p}").randbytes(row_bytes(name, p))})
+    return [((name, p), {"file": name, "position": p,
+                         "data": random.Random(f"{name} {p}").randbytes(row_bytes(name, p))})
             for name, rows in files.items() for p in range(rows)]
 
 
