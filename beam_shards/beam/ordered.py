@@ -20,10 +20,11 @@ only file names and row ranges go through Beam's shuffles, never the examples:
   holding them, sorted by key (ties by the row's values) and written with one
   `BundleWriter` into staged shards tagged with their order `(chunk rank, shard index)`.
   Memory: one run while writing runs, one chunk while writing chunks.
-- merge: the tagged shards, sorted by order, are planned into bins that keep that order
-  (`merge.plan_bins(keep_order=True)`), so the cut points depend on sizes alone; each
-  bin is merged by copying record batches and keeps its first shard's order (the sink's
-  own merge steps, `merging.merge_small_shards`).
+- merge: the tagged shards, sorted by order, are planned into bins of record batches that
+  keep that order (`ordered_bins`: a small shard before a full one takes part of it, so
+  no shard passes the target), so the cut points depend on the rows alone; each bin is
+  merged by copying record batches and keeps its first span's order (the sink's own
+  merge steps, `merging.merge_small_shards`).
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
@@ -48,11 +49,12 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
+from beam_shards.beam.ordered_bins import batch_bytes
 from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features, Value
-from beam_shards.shards.merge import plan_bins
+from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.writer import EncodedRows, split_key
@@ -62,7 +64,6 @@ _CHUNK_BATCHES = 8
 # About how many bytes of examples a bundle sorts at a time into one run.
 RUN_BYTES = 64 << 20
 KEY_COLUMN = "__beam_shards_key__"
-Order = tuple[int, int]
 Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
 
@@ -175,12 +176,13 @@ class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
     `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
     letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
-    hold fails the bundle at once (`keys.plain_key`)."""
+    hold fails the bundle at once (`keys.plain_key`). `features` None: they are made when the
+    pipeline runs and come as a side input (the run writer is made at the first element)."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
         self._path = path
-        self._features = _run_features(features)
+        self._features = None if features is None else _run_features(features)
         self._options = run_options(options)
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
@@ -190,19 +192,25 @@ class WriteRunsFn(beam.DoFn):
 
     def setup(self) -> None:
         self._write_id = self._given_write_id
-        self._runs = BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
+        self._runs = None if self._features is None else self._new_runs()
+
+    def _new_runs(self) -> BundleWriter:
+        return BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
 
     def start_bundle(self) -> None:
         self._pairs: list[tuple[Any, Any, Any]] = []  # (plain key, key as given, example)
         self._pending_bytes = 0
 
     def teardown(self) -> None:
-        if hasattr(self, "_runs"):
+        if getattr(self, "_runs", None) is not None:
             self._runs.discard()
 
-    def process(self, element: Any, write_id: Any):
+    def process(self, element: Any, write_id: Any, features: Features | None = None):
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        if self._runs is None:
+            self._features = _run_features(features)
+            self._runs = self._new_runs()
         key, example = keyed(element)
         self._pairs.append((plain_key(key), key, example))
         self._pending_bytes += _rough_nbytes(example)
@@ -298,27 +306,19 @@ def in_key_order(table: pa.Table) -> pa.Table:
     return table.take(order)
 
 
-def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options: WriterOptions,
-                      overhead: int) -> list[tuple[str, list[WrittenShard], Order]]:
-    """Bins of the tagged shards that keep their order: `(write id, shards, order of the first)`."""
-    items = sorted(items, key=operator.itemgetter(2))
-    bins = plan_bins([shard.num_bytes for _, shard, _ in items], options.shard_size_bytes, keep_order=True,
-                     rows=[shard.num_rows for _, shard, _ in items], max_rows=options.max_rows_per_shard,
-                     overhead=overhead)
-    return [(items[b[0]][0], [items[i][1] for i in b], items[b[0]][2]) for b in bins]
-
-
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn) -> tuple[Any, beam.PCollection]:
+                       write_chunk: WriteChunkFn, features: tuple[Any, ...] = ()) -> tuple[Any, beam.PCollection]:
     """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
     holds the dead letters and `written` the chunks' shards tagged with their order.
 
     `write_runs` takes the pairs with the write id as a side input and yields
     `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
     `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
-    `(write id, shard, order)`.
+    `(write id, shard, order, batch bytes)` (`ordered_bins.batch_bytes`). Both take `features` too: the side input of features made
+    when the pipeline runs, if any (`deferred.side_inputs`).
     """
-    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(BAD_TAG, main="pieces")
+    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id), *features).with_outputs(
+        BAD_TAG, main="pieces")
     chunk_ranks = (runs.pieces
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()
@@ -326,35 +326,46 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
                    | "RankChunks" >> beam.Map(ranks))
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
-               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks)))
+               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks),
+                                             *features))
     return runs, written
 
 
 class WriteChunkFn(beam.DoFn):
     """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
-    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`."""
+    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)` and the
+    bytes of each of their record batches (`ordered_bins.batch_bytes`, for the merge plan).
+    `features` None: they are made when the pipeline runs and come as a side input."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None):
         self._path = path
         self._features = features
         self._options = options
         self._given_write_id = write_id
-        self._runs = _run_features(features)
         self._run_options = run_options(options)
         self._counters = WriteCounters()
 
     def setup(self) -> None:
         self._write_id = self._given_write_id
-        self._chunk = BundleWriter(self._path, self._features, self._options)
+        self._chunk = None if self._features is None else self._use(self._features)
+
+    def _use(self, features: Features) -> BundleWriter:
+        """The chunk writer of `features` (and the features of the runs read)."""
+        self._features, self._runs = features, _run_features(features)
+        self._overhead = file_overhead(features)
+        return BundleWriter(self._path, features, self._options)
 
     def teardown(self) -> None:
-        if hasattr(self, "_chunk"):
+        if getattr(self, "_chunk", None) is not None:
             self._chunk.discard()
 
-    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
+    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int],
+                features: Features | None = None):
         chunk, pieces = element
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        if self._chunk is None:
+            self._chunk = self._use(features)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
         try:
             table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options)
@@ -368,5 +379,5 @@ class WriteChunkFn(beam.DoFn):
         shards = self._chunk.finish()
         self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, shard in enumerate(shards):
-            yield self._write_id, shard, (rank, index)
+        for index, (shard, sizes) in enumerate(zip(shards, batch_bytes(rows, shards, self._overhead))):
+            yield self._write_id, shard, (rank, index), sizes

@@ -1,6 +1,6 @@
 """Shard files: writing encoded rows into size-rotated Arrow IPC shards, reading one back, merging small ones."""
 
-from beam_shards.shards.merge import file_overhead, merge_shards, plan_bins
+from beam_shards.shards.merge import file_overhead, is_small, merge_shards, plan_bins
 from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES,
                                         WriterOptions, WrittenShard)
 from beam_shards.shards.shard_file import ShardFile
@@ -8,5 +8,5 @@ from beam_shards.shards.writer import EncodedRows, ShardWriter, split_key
 
 __all__ = [
     "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "EncodedRows", "file_overhead",
-    "merge_shards", "plan_bins", "ShardFile", "ShardWriter", "split_key", "WriterOptions", "WrittenShard",
+    "is_small", "merge_shards", "plan_bins", "ShardFile", "ShardWriter", "split_key", "WriterOptions", "WrittenShard",
 ]

@@ -112,10 +112,12 @@ def file_overhead(features: Features) -> int:
 
 
 def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
-                 compression: str | None, column_types: str) -> WrittenShard:
+                 compression: str | None, column_types: str,
+                 batches: Sequence[tuple[int, int] | None] | None = None) -> WrittenShard:
     """Copies the record batches of `inputs` (each with `path`, `num_rows`, `num_bytes`, `checksum`), in
     order, into one new shard opened by `open_shard(0)`; returns it. The inputs and the new shard
-    are compressed with `compression` and store their columns in `column_types`.
+    are compressed with `compression` and store their columns in `column_types`. `batches`
+    gives for each input the record batches `(first, end)` to copy (None: all of them).
 
     On failure the new shard's file is removed and the error raised.
 
@@ -128,13 +130,14 @@ def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable
     options = WriterOptions(shard_size_bytes=2 * total + (64 << 20), compression=compression, column_types=column_types)
     writer = ShardWriter(features, open_shard, options)
     try:
-        for shard in inputs:
+        for shard, span in zip(inputs, batches or [None] * len(inputs)):
             # A merged shard gets a checksum of its own: damage in an input must be caught here, not carried on.
             file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, compression,
                                     column_types)
             file.check_checksum()
-            for batch in file.iter_batches(validate=False):
-                writer.write_batch(batch)
+            for index, batch in enumerate(file.iter_batches(validate=False)):
+                if span is None or span[0] <= index < span[1]:
+                    writer.write_batch(batch)
         [merged] = writer.close()
     except BaseException:
         fs.delete(writer.abort())
