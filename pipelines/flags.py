@@ -25,6 +25,7 @@ from beam_shards.shards import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import ArgumentParser
 from beam_shards.units import count_flag, duration_flag, size_flag
+from pipelines.classes import resolve_class_flags
 from pipelines.runners import local_output_problem, unknown_runner_problem
 
 DEFAULT_RUNNER = "FnApiRunner"
@@ -42,8 +43,10 @@ with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 """
 
 
-def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
-    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
+def make_parser(name: str, description: str, *, default_output: str | None = None,
+                classes: bool = True) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes (and with
+    `classes`, those pinning the classes of a ClassLabel it makes)."""
     parser = ArgumentParser(
         prog=f"python -m pipelines.{name}", description=description, epilog=_RUNNER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -74,6 +77,14 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--skip_bad", action="store_true",
                         help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
                              "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
+    if classes:
+        pinned = parser.add_mutually_exclusive_group()
+        pinned.add_argument("--classes", metavar="A,B,C",
+                            help="the class names of the ClassLabel, in id order, so ids stay the same across splits "
+                                 "and versions; a label outside them is an error, or with --skip_bad a bad input")
+        pinned.add_argument("--classes_from", metavar="CACHE",
+                            help="take the class names of another cache's ClassLabel (the column --label_column "
+                                 "names, or its only one); local, gs://, s3://...")
     return parser
 
 
@@ -102,6 +113,11 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
         parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
                                                                " (not a flag of this pipeline or of Beam)"))
     args.compression = None if args.compression == "none" else args.compression
+    if hasattr(args, "classes_from"):
+        try:
+            resolve_class_flags(args)
+        except ValueError as error:
+            parser.error(str(error))
     problem = local_output_problem(args.output, options)
     if problem:
         parser.error(problem)
