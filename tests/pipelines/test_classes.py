@@ -90,7 +90,7 @@ def test_a_folder_outside_the_classes_is_refused_or_each_image_is_a_bad_input(tm
     assert "class folder 'emu'" in err and "--classes" in err and "'cat', 'dog'" in err
     assert not (tmp_path / "out" / MANIFEST_NAME).exists()
 
-    manifest = convert(root, tmp_path / "out", "--classes", "cat,dog", "--skip_bad")
+    manifest = convert(root, tmp_path / "out", "--classes", "cat,dog", "--skip_bad", "--max_bad", "2")
     assert manifest.num_rows == 4
     bad = read_bad_inputs(str(tmp_path / "out"))
     assert len(bad) == 2 and all("emu" in record["input"] and "unknown class name; got str 'emu'" in record["error"]
@@ -157,7 +157,7 @@ def test_parquet_label_column_takes_the_classes_given(tmp_path, capsys):
 
     err = usage_error(capsys, parquet.run, flags + ["--output", str(tmp_path / "no"), "--classes", "cat,dog"])
     assert "--classes: label column 'y' holds 'emu'" in err and "'cat', 'dog'" in err
-    manifest = parquet.run(flags + ["--output", str(tmp_path / "skip"), "--classes", "cat,dog", "--skip_bad"])
+    manifest = parquet.run(flags + ["--output", str(tmp_path / "skip"), "--classes", "cat,dog", "--max_bad", "1"])
     [bad] = read_bad_inputs(str(tmp_path / "skip"))
     assert manifest.num_rows == 2 and "unknown class name; got str 'emu'" in bad["error"]
 
