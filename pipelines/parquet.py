@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
-                         Value, Video)
+from beam_shards import (Array, ClassLabel, Feature, FeatureError, Features, Image, Manifest,
+                         Sequence as SequenceFeature, Struct, Value, Video)
 from beam_shards.display import few
 from beam_shards.features import NUMERIC_DTYPES, temporal_type
 from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
@@ -292,6 +292,12 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         if args.label_column not in features:
             parser.error(f"--label_column: no column {args.label_column!r} (there are: {', '.join(features)})")
         pinned = classes.pinned_classes(args, args.label_column)
+        named = features[args.label_column]
+        if pinned is not None and isinstance(named, ClassLabel) and named.names and \
+                named.names != pinned[:len(named.names)]:  # its ids would name other classes
+            parser.error(f"{classes.pinned_by(args)}: column {args.label_column!r} holds the ids of a ClassLabel of "
+                         f"{few(named.names)} (the file's metadata), which are not the first of the classes given "
+                         f"({few(pinned)}); renumber them upstream, or convert without pinning the classes")
         # Pinned classes need the values only to refuse one outside them before the run.
         values = () if pinned is not None and args.skip_bad else _column_values(files, args.label_column, saved)
         try:

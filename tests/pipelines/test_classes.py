@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -171,3 +173,17 @@ def test_classes_need_a_label_column_and_no_features_file(tmp_path, capsys):
     assert "with --features declare them in the ClassLabel" in err
     err = usage_error(capsys, parquet.run, flags[:-2] + ["--classes", "a", "--classes_from", "x"])
     assert "not allowed with argument" in err
+
+
+@pytest.mark.timeout(300)
+def test_parquet_ids_of_named_classes_are_pinned_only_where_their_names_stay(tmp_path, capsys):
+    hf = {"info": {"features": {"y": {"names": ["cat", "dog"], "_type": "ClassLabel"},
+                                "text": {"dtype": "string", "_type": "Value"}}}}
+    table = pa.table({"text": ["a", "b"], "y": [1, 0]}).replace_schema_metadata({"huggingface": json.dumps(hf)})
+    pq.write_table(table, tmp_path / "hf.parquet")
+    flags = ["--input", str(tmp_path / "hf.parquet"), "--label_column", "y", RUNNER]
+    manifest = parquet.run(flags + ["--output", str(tmp_path / "out"), "--classes", "cat,dog,emu"])
+    assert manifest.features["y"].names == ["cat", "dog", "emu"]
+    assert [row["y"] for row in ShardedDataset(str(tmp_path / "out"))] == [1, 0]
+    err = usage_error(capsys, parquet.run, flags + ["--output", str(tmp_path / "no"), "--classes", "dog,cat"])
+    assert "holds the ids of a ClassLabel of 'cat', 'dog' (the file's metadata)" in err and "'dog', 'cat'" in err
