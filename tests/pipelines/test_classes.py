@@ -7,11 +7,12 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import tfrecord as tfrecord_package
 
 from beam_shards import ClassLabel, FeatureError, Features, ShardedDataset, Value, read_metadata, write_shards
 from beam_shards.format.layout import MANIFEST_NAME
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, image_folder, parquet
+from pipelines import common, image_folder, parquet, tfrecord
 from pipelines.classes import classes_of_cache, parse_classes
 
 from _support import png
@@ -187,3 +188,18 @@ def test_parquet_ids_of_named_classes_are_pinned_only_where_their_names_stay(tmp
     assert [row["y"] for row in ShardedDataset(str(tmp_path / "out"))] == [1, 0]
     err = usage_error(capsys, parquet.run, flags + ["--output", str(tmp_path / "no"), "--classes", "dog,cat"])
     assert "holds the ids of a ClassLabel of 'cat', 'dog' (the file's metadata)" in err and "'dog', 'cat'" in err
+
+
+@pytest.mark.timeout(300)
+def test_tfrecord_label_column_takes_the_classes_of_another_cache(tmp_path, capsys):
+    train = _cache(tmp_path / "train", Features({"label": ClassLabel(names=["ant", "bee", "cow"])}), {"label": 0})
+    writer = tfrecord_package.TFRecordWriter(str(tmp_path / "val.tfrecord"))
+    for name in (b"cow", b"cow", b"bee"):
+        writer.write({"label": (name, "byte"), "n": (1, "int")})
+    writer.close()
+    flags = ["--input", str(tmp_path / "val.tfrecord"), "--label_column", "label", RUNNER]
+    manifest = tfrecord.run(flags + ["--output", str(tmp_path / "out"), "--classes_from", train])
+    assert manifest.features["label"].names == ["ant", "bee", "cow"]
+    assert [row["label"] for row in ShardedDataset(str(tmp_path / "out"))] == [2, 2, 1]
+    err = usage_error(capsys, tfrecord.run, flags + ["--output", str(tmp_path / "no"), "--classes", "ant,bee"])
+    assert "label column 'label' holds 'cow', which is not one of its 2 classes ('ant', 'bee')" in err
