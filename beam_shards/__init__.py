@@ -8,7 +8,7 @@ or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler
 from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
-                                StoreAccessError, VersionNotFoundError, WriteInProgressError)
+                                StoreAccessError, TooManyBadError, VersionNotFoundError, WriteInProgressError)
 from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Json, Sequence, Struct, Value,
                                   Video, encode_example)
 from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
@@ -45,6 +45,6 @@ __all__ = [
     "Manifest", "new_write_id", "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "shard_paths",
     "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct",
-    "to_hf_features", "Value", "verify", "VerifyReport", "VersionNotFoundError", "Video", "write_shards",
-    "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
+    "to_hf_features", "TooManyBadError", "Value", "verify", "VerifyReport", "VersionNotFoundError", "Video",
+    "write_shards", "WriteInProgressError", "WriterOptions", "WriteToArrowShards",
 ]

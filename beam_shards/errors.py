@@ -113,6 +113,10 @@ class EmptyWriteError(PublishError):
     """A write holds no rows and was not allowed to publish an empty version; nothing was published."""
 
 
+class TooManyBadError(PublishError):
+    """A write skipped more bad examples than its `max_bad` allows; nothing was published."""
+
+
 class StoreAccessError(BeamShardsError):
     """An object store cannot be used at a URI: no credentials, no such bucket, or its endpoint does not answer."""
 

@@ -4,6 +4,8 @@
   pipeline does not know goes to Beam's `PipelineOptions`) and the inputs they name
   (`input_files`, `input_uri`, `load_features`).
 - `inference`: the features to convert with, given (`--features`) or inferred.
+- `classes`: the classes a ClassLabel is pinned to (`--classes`, `--classes_from`, an
+  append's cache), so class ids stay the same across splits and versions.
 - `bad_inputs`: `Malformed`, which a reader yields for an input it cannot parse, and
   `BadInputError`, which such an input raises without `--skip_bad`.
 - `write`: `write_cache`, which checks `(where, example)` pairs (an example may be `Rows`

@@ -99,7 +99,7 @@ def _examples(chunk: int, num_examples: int, image_size: int) -> Iterator[tuple[
 def build_parser() -> argparse.ArgumentParser:
     parser = common.make_parser(
         "demo", "Draw a small sample image-classification dataset (no input needed) and write it as a cache.",
-        default_output="./demo_cache")
+        default_output="./demo_cache", classes=False)
     parser.add_argument("--num_examples", type=count_flag, default=2000,
                         help="how many examples to draw (default 2000)")
     parser.add_argument("--image_size", type=count_flag, default=64,

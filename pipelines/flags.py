@@ -25,9 +25,12 @@ from beam_shards.shards import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import ArgumentParser
 from beam_shards.units import count_flag, duration_flag, size_flag
+from pipelines.classes import resolve_class_flags
 from pipelines.runners import local_output_problem, unknown_runner_problem
 
 DEFAULT_RUNNER = "FnApiRunner"
+# What --skip_bad skips at most without --max_bad: 1% of the inputs read.
+DEFAULT_MAX_BAD = 0.01
 # The file extensions of images, as the pipelines recognise them in paths (lower case).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 
@@ -42,8 +45,10 @@ with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 """
 
 
-def make_parser(name: str, description: str, *, default_output: str | None = None) -> argparse.ArgumentParser:
-    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes."""
+def make_parser(name: str, description: str, *, default_output: str | None = None,
+                classes: bool = True) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.NAME`, with the flags every pipeline takes (and with
+    `classes`, those pinning the classes of a ClassLabel it makes)."""
     parser = ArgumentParser(
         prog=f"python -m pipelines.{name}", description=description, epilog=_RUNNER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -72,9 +77,38 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--verbose", action="store_true",
                         help="show Beam's log, and the traceback above an error")
     parser.add_argument("--skip_bad", action="store_true",
-                        help="skip inputs that cannot be read (counted in the Beam counter beam_shards:bad_inputs "
-                             "and listed in OUTPUT/_bad_inputs.jsonl) instead of failing")
+                        help="skip inputs that cannot be read, up to --max_bad of them (listed in "
+                             "OUTPUT/_bad_inputs.jsonl and counted in the summary) instead of failing")
+    parser.add_argument("--max_bad", type=max_bad_flag, metavar="N|P%",
+                        help=f"the most bad inputs --skip_bad skips: a count, or a percentage of the inputs read "
+                             f"(default {DEFAULT_MAX_BAD * 100:g}%%); more fails the run and publishes nothing. "
+                             "Given alone it turns --skip_bad on")
+    if classes:
+        pinned = parser.add_mutually_exclusive_group()
+        pinned.add_argument("--classes", metavar="A,B,C",
+                            help="the class names of the ClassLabel, in id order, so ids stay the same across splits "
+                                 "and versions; a label outside them is an error, or with --skip_bad a bad input")
+        pinned.add_argument("--classes_from", metavar="CACHE",
+                            help="take the class names of another cache's ClassLabel (the column --label_column "
+                                 "names, or its only one); local, gs://, s3://...")
     return parser
+
+
+def max_bad_flag(text: str) -> int | float:
+    """`--max_bad`: a count of bad inputs (an int), or `P%` of the inputs read (a fraction, a float)."""
+    try:
+        if text.endswith("%"):
+            fraction = float(text[:-1]) / 100
+            if not 0 <= fraction <= 1:
+                raise ValueError
+            return fraction
+        count = int(text)
+        if count < 0:
+            raise ValueError
+        return count
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count (like 10) nor a percentage from 0% to 100% "
+                                         "(like 1%)") from None
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace,
@@ -102,6 +136,15 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
         parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
                                                                " (not a flag of this pipeline or of Beam)"))
     args.compression = None if args.compression == "none" else args.compression
+    if args.max_bad is None:
+        args.max_bad = DEFAULT_MAX_BAD
+    else:
+        args.skip_bad = True
+    if hasattr(args, "classes_from"):
+        try:
+            resolve_class_flags(args)
+        except ValueError as error:
+            parser.error(str(error))
     problem = local_output_problem(args.output, options)
     if problem:
         parser.error(problem)

@@ -5,10 +5,12 @@
     ROOT/dog/0003.jpg
 
 Each image becomes an example with `image` (the file's bytes, format kept), `label`
-(a ClassLabel of the sorted class-folder names) and `path` (relative to ROOT, with
-`/`). Files directly in ROOT, hidden files and files without an image extension are
-left out, and so is the output folder when it lies inside ROOT (so a second run does
-not take the cache for a class); an output that is ROOT or holds it is refused.
+(a ClassLabel of the sorted class-folder names, or of the classes `--classes` or
+`--classes_from` pin, or on an append those of the cache, so that a split lacking a
+class keeps the ids of the others) and `path` (relative to ROOT, with `/`). Files
+directly in ROOT, hidden files and files without an image extension are left out, and
+so is the output folder when it lies inside ROOT (so a second run does not take the
+cache for a class); an output that is ROOT or holds it is refused.
 Each class folder is listed by a worker and its images are keyed `(class, position in
 the sorted listing)`, so rows are written class by class in path order whatever the
 runner. Files are listed and read through `FileSystems`, so a gs:// or s3:// ROOT works
@@ -26,10 +28,11 @@ from typing import Any
 import apache_beam as beam
 
 from beam_shards import ClassLabel, Features, Image, Manifest, Value
+from beam_shards.display import few
 from beam_shards.format import MANIFEST_NAME
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import say
-from pipelines import common
+from pipelines import classes, common
 from pipelines.where import Where
 
 DEFAULT_EXTENSIONS = ",".join(common.IMAGE_EXTENSIONS)
@@ -168,7 +171,12 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
         parser.error(f"no class folder of {args.input} holds a {', '.join(sorted(extensions))} file")
     excluded = frozenset(left_out) | ({output} if output is not None else set())
     prefix = fs.join(root, "")
-    features = features_for(names)
+    pinned = classes.pinned_classes(args, "label")
+    outside = [name for name in names if pinned is not None and name not in pinned]
+    if outside and not args.skip_bad:  # with --skip_bad each of their images is a bad input
+        parser.error(f"class folder {few(outside)} of {args.input} is not one of the {len(pinned)} classes of "
+                     f"{classes.pinned_by(args)} ({few(pinned)})")
+    features = features_for(pinned or names)
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:
         return (pipeline

@@ -24,14 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_shards import (Array, Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct,
-                         Value, Video)
+from beam_shards import (Array, ClassLabel, Feature, FeatureError, Features, Image, Manifest,
+                         Sequence as SequenceFeature, Struct, Value, Video)
 from beam_shards.display import few
 from beam_shards.features import NUMERIC_DTYPES, temporal_type
 from beam_shards.hf import from_hf_dict, hf_features_of, hf_storage_schema, saved_dataset
 from beam_shards.shards import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
-from pipelines import common, nesting, tabular
+from pipelines import classes, common, nesting, tabular
 from pipelines.where import Where
 
 # Column chunks are read through a buffer of this size, page by page, rather than whole.
@@ -237,7 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--columns", metavar="NAME", nargs="+",
                         help="only these columns (default: all); leaves out a column of a type no feature holds")
     parser.add_argument("--label_column", metavar="NAME",
-                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
+                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows "
+                             "(or those --classes or --classes_from pin)")
     return parser
 
 
@@ -290,11 +291,20 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     if args.label_column:
         if args.label_column not in features:
             parser.error(f"--label_column: no column {args.label_column!r} (there are: {', '.join(features)})")
+        pinned = classes.pinned_classes(args, args.label_column)
+        named = features[args.label_column]
+        if pinned is not None and isinstance(named, ClassLabel) and named.names and \
+                named.names != pinned[:len(named.names)]:  # its ids would name other classes
+            parser.error(f"{classes.pinned_by(args)}: column {args.label_column!r} holds the ids of a ClassLabel of "
+                         f"{few(named.names)} (the file's metadata), which are not the first of the classes given "
+                         f"({few(pinned)}); renumber them upstream, or convert without pinning the classes")
+        # Pinned classes need the values only to refuse one outside them before the run.
+        values = () if pinned is not None and args.skip_bad else _column_values(files, args.label_column, saved)
         try:
-            label = common.class_label_of_values(args.label_column, _column_values(files, args.label_column, saved),
-                                                 features[args.label_column].nullable)
+            label = common.class_label_of_values(args.label_column, values, features[args.label_column].nullable,
+                                                 pinned, skip_bad=args.skip_bad)
         except FeatureError as error:
-            parser.error(str(error))
+            parser.error(f"{classes.pinned_by(args)}: {error}" if pinned is not None else str(error))
         features = Features({**features, args.label_column: label})
 
     def read(pipeline: beam.Pipeline) -> beam.PCollection:

@@ -15,9 +15,7 @@ def report(manifest: Manifest, seconds: float | None = None) -> list[str]:
              f"{human_size(manifest.num_bytes)}, to {path} as version {manifest.version} ({manifest.mode})"]
     if seconds is not None:
         lines[0] += f" in {seconds:,.1f}s ({manifest.num_rows / max(seconds, 1e-9):,.0f} rows/s)"
-    skipped = read_bad_inputs(path)
-    if skipped:
-        lines.append(f"Skipped {len(skipped)} bad input(s), listed in {bad_inputs_path(path)}")
+    lines += _skipped(manifest)
     return lines + [
         "Look at it:",
         f"  beam-shards info {path}",
@@ -27,3 +25,15 @@ def report(manifest: Manifest, seconds: float | None = None) -> list[str]:
         "  from beam_shards import ShardedDataset",
         f"  ds = ShardedDataset({path!r}); print(len(ds), ds[0])",
     ]
+
+
+def _skipped(manifest: Manifest) -> list[str]:
+    """How many bad inputs the write skipped, of how many read, under which limit: whenever it
+    skipped any, or was allowed to (`--skip_bad` records the count in the version's metadata)."""
+    listed = read_bad_inputs(manifest.path)
+    where = f", listed in {bad_inputs_path(manifest.path)}" if listed else ""
+    counted = manifest.metadata.get("bad_inputs")
+    if isinstance(counted, dict):
+        return [f"Skipped {counted.get('skipped')} bad input(s) of {counted.get('read')} read "
+                f"(--max_bad {counted.get('max_bad')}){where}"]
+    return [f"Skipped {len(listed):,} bad input(s){where}"] if listed else []

@@ -28,7 +28,7 @@ from beam_shards.features import image_check
 from beam_shards.shards import DEFAULT_BATCH_BYTES
 from beam_shards.storage import fs
 from beam_shards.units import count_flag
-from pipelines import common, tf_example, tfds, tfrecord_io
+from pipelines import classes, common, tf_example, tfds, tfrecord_io
 from pipelines.where import Where
 
 # --- inference from the first records ------------------------------------------------
@@ -83,13 +83,15 @@ def _infer_feature(name: str, present: list[tuple[str | None, list[Any]]], missi
 
 
 def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]], *,
-                   label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
+                   label_column: str | None = None, label_values: Iterable[Any] = (),
+                   label_classes: Sequence[str] | None = None, skip_bad: bool = False) -> Features:
     """Features for Examples given as `tf_example.inspect` gives them (names sorted).
 
     A one-value bytes_list is an Image when every value looked at is a complete image,
     else a string (UTF-8) or binary Value; a one-value int64_list or float_list is a
     Value (int64, float32), or with `label_column` a ClassLabel with the classes of
-    `label_values`; lists of one length in every record are Arrays, others Sequences.
+    `label_values` (or `label_classes`, as `common.class_label_of_values` takes them);
+    lists of one length in every record are Arrays, others Sequences.
     Every feature is nullable, as csv's and jsonl's columns are: inference sees only the
     first records, and a later record lacking a feature (or holding an empty list for a
     one-value feature) is null rather than a failed conversion. Images and the label are
@@ -113,7 +115,8 @@ def infer_features(records: Sequence[Mapping[str, tuple[str | None, list[Any]]]]
             lengths = {len(values) for _, values in present}
             if not lengths <= {0, 1}:
                 raise FeatureError(f"label feature {name!r} holds more than one value in a record")
-            features[name] = common.class_label_of_values(name, label_values, nullable or 0 in lengths)
+            features[name] = common.class_label_of_values(name, label_values, nullable or 0 in lengths,
+                                                          label_classes, skip_bad=skip_bad)
         else:
             features[name] = _infer_feature(name, present, nullable)
     return Features(features)
@@ -198,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "metadata, or inferred from the first records")
     parser.add_argument("--label_column", metavar="NAME",
                         help="an int64 or bytes feature to store as a ClassLabel; its classes are read from "
-                             "every record before the pipeline starts")
+                             "every record before the pipeline starts (or pinned by --classes or --classes_from)")
     parser.add_argument("--infer_rows", type=count_flag, default=100, metavar="N",
                         help="how many records type inference looks at (default 100)")
     parser.add_argument("--input_compression", choices=sorted(tfrecord_io.COMPRESSIONS), default="auto",
@@ -218,10 +221,12 @@ def _plain_input(parser: argparse.ArgumentParser, args: argparse.Namespace,
         parser.error(f"--input {args.input} is a folder without {tfds.TFDS_INFO}: give a file or a glob, like "
                      f"{os.path.join(args.input, '*.tfrecord*')}")
     files = common.input_files(parser, args.input)
+    pinned = classes.pinned_classes(args, args.label_column) if args.label_column else None
     try:
         return files, common.infer_from_rows(
             parser, args, files, rows=functools.partial(_records, files, compression), label=_label_value,
-            infer=lambda first, labels: infer_features(first, label_column=args.label_column, label_values=labels))
+            infer=lambda first, labels: infer_features(first, label_column=args.label_column, label_values=labels,
+                                                       label_classes=pinned, skip_bad=args.skip_bad))
     except OSError as error:
         parser.error(f"cannot read {args.input}: {error}")
 
@@ -241,8 +246,9 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     if folder is None:
         files, features = _plain_input(parser, args, compression)
     else:
-        if args.label_column:
-            parser.error("--label_column is for plain TFRecords: a TFDS folder's ClassLabels come from its metadata")
+        if args.label_column or args.classes is not None:
+            parser.error(f"{'--label_column' if args.label_column else classes.pinned_by(args)} is for plain "
+                         "TFRecords: a TFDS folder's ClassLabels come from its metadata")
         try:
             info = tfds.read_json(fs.join(folder, tfds.TFDS_INFO))
             split, files, count = tfds.split_files(folder, info, args.split)

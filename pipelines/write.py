@@ -109,7 +109,8 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     (a PCollection of one `Features`, as `WriteToArrowShards` takes): they are checked
     for the write first, then read as a side input. With `args.skip_bad`, inputs that cannot be
     parsed and examples the sink refuses (its dead letters, `on_bad="skip"`) are left
-    out and listed beside the cache once it is published. `write_id` is the sink's (a
+    out, up to `args.max_bad` of them (the sink fails the write past it, publishing
+    nothing), and listed beside the cache once it is published. `write_id` is the sink's (a
     fresh one by default); `tally` a local folder where the rows read are counted for a
     `progress.Watch`. Returns the PCollection holding the published `Manifest`.
     """
@@ -119,10 +120,15 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     else:
         check = beam.ParDo(_CheckFn(features, args.skip_bad, tally))
     checked = examples | "Check" >> check.with_outputs(BAD, main="examples")
+    skipping = {"on_bad": "skip"} if args.skip_bad else {}
+    if args.skip_bad and args.max_bad is not None:
+        skipping["max_bad"] = args.max_bad
+        skipping["set_aside"] = checked[BAD] | "DeadLetters" >> beam.Map(
+            lambda item: {"key": item[0], "reason": item[1]["error"]})
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
-        on_bad="skip" if args.skip_bad else "fail", allow_empty=args.allow_empty, deterministic=args.deterministic)
+        allow_empty=args.allow_empty, deterministic=args.deterministic, **skipping)
     if not args.skip_bad:
         return written
     refused = written.bad | "BadExamples" >> beam.Map(lambda letter: bad_input(letter["key"], letter["reason"]))

@@ -26,7 +26,7 @@ FLOORS = {
 # The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,
 # `common` (their face), then what reads each input format.
 PIPELINE_FLOORS = {
-    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0,
+    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "classes": 0,
     "bad_inputs": 1, "flags": 1, "tfds": 1,
     "write": 2, "inference": 2,
     "running": 3,

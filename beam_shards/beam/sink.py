@@ -39,6 +39,7 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import deferred, ordered, ordered_bins
+from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
@@ -95,8 +96,9 @@ class _FinalizeFn(beam.DoFn):
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, metadata: dict[str, Any],
                  mode: str, retention: Retention | None, allow_empty: bool, in_order: bool = False,
-                 since: int | None = None):
+                 since: int | None = None, max_bad: int | float | None = None):
         self._path = path
+        self._max_bad = max_bad
         self._since = since
         self._allow_empty = allow_empty
         self._in_order = in_order
@@ -107,19 +109,24 @@ class _FinalizeFn(beam.DoFn):
         self._retention = retention
 
     def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
-                features: Features | None = None):
+                features: Features | None = None, skipped: Any = None):
         """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
-        `features` come as a side input when made as the pipeline runs (else they are the write's)."""
+        `features` come as a side input when made as the pipeline runs (else they are the write's);
+        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write."""
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
             staged = sorted(staged, key=lambda item: item[2])
+        metadata = self._metadata
+        if self._max_bad is not None:
+            written = sum(item[1].num_rows for item in staged)
+            metadata = {**metadata, "bad_inputs": check_skipped(skipped, written, self._max_bad, self._path)}
         if not self._allow_empty and not any(item[1].num_rows for item in staged):
             raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
                                   "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
         features = deferred.features_for(self._features, features)
         manifest = publish(self._path, write_id=write_id, features=features, staged=[item[1] for item in staged],
-                           options=self._options, metadata=self._metadata, mode=self._mode, ordered=self._in_order,
+                           options=self._options, metadata=metadata, mode=self._mode, ordered=self._in_order,
                            since=self._since)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         layout = CacheLayout(self._path)
@@ -197,6 +204,14 @@ class WriteToArrowShards(beam.PTransform):
         nothing is published. "skip": it is left out and goes to the `bad` output instead
         (see `WriteWithBad`), counted in the Beam counter `beam_shards:bad_inputs`; the
         cache holds the other examples.
+      max_bad: with `on_bad="skip"`, the most examples to skip: a count (an int), or a
+        fraction (a float, 0.01 for 1%) of the examples seen (written and skipped). A
+        write that skips more fails with a `TooManyBadError` naming the count and the
+        first reasons, and publishes nothing; one within it records
+        `{"skipped", "read", "max_bad"}` as `"bad_inputs"` in its version's metadata.
+        None (the default): no limit.
+      set_aside: with `max_bad`, a PCollection of the dead letters (dicts with "key" and
+        "reason") of examples the caller left out before this sink, counted toward it.
       allow_empty: publish a version of no rows when the input holds none. By default
         the pipeline fails with an `EmptyWriteError` instead, so an input that matched
         nothing (or a runner that lost the shards) cannot replace a cache with an empty
@@ -226,6 +241,8 @@ class WriteToArrowShards(beam.PTransform):
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
       EmptyWriteError: when the pipeline runs, for a write of no rows without `allow_empty`.
+      TooManyBadError: when the pipeline runs, for a write that skips more than `max_bad`
+        allows; nothing is published.
       TypeError: when the pipeline runs, for a deterministic write's key of another type
         than those above (names the type and the key), at its first element.
     """
@@ -235,10 +252,18 @@ class WriteToArrowShards(beam.PTransform):
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
-                 on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False):
+                 on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False,
+                 max_bad: int | float | None = None, set_aside: beam.PCollection | None = None):
         super().__init__()
         if on_bad not in _ON_BAD:
             raise ValueError(f"on_bad must be one of {_ON_BAD}; got {on_bad!r}")
+        check_max_bad(max_bad)
+        if max_bad is not None and on_bad != "skip":
+            raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")
+        if set_aside is not None and max_bad is None:
+            raise ValueError("set_aside is counted toward max_bad; give max_bad too")
+        self._max_bad = max_bad
+        self._set_aside = set_aside
         self._on_bad = on_bad
         self._allow_empty = allow_empty
         self._deterministic = deterministic
@@ -296,10 +321,15 @@ class WriteToArrowShards(beam.PTransform):
                   merged: beam.PCollection, staged: beam.PCollection,
                   bad: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
+        limit = {}
+        if self._max_bad is not None:
+            letters = bad if self._set_aside is None else (bad, self._set_aside) | "AllSkipped" >> beam.Flatten()
+            limit = {"skipped": AsSingleton(letters | "CountSkipped" >> beam.CombineGlobally(CountSkippedFn()))}
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, deferred.known(features), self._options, self._metadata, self._mode,
-                        self._retention, self._allow_empty, self._deterministic, self._since),
-            AsSingleton(write_id), AsList(merged), AsList(write_ids), *deferred.side_inputs(features))
+                        self._retention, self._allow_empty, self._deterministic, self._since, self._max_bad),
+            AsSingleton(write_id), AsList(merged), AsList(write_ids),
+            **({"features": AsSingleton(features)} if deferred.is_deferred(features) else {}), **limit)
         return WriteWithBad(manifest, bad) if self._on_bad == "skip" else manifest
 
     def display_data(self) -> dict[str, Any]:

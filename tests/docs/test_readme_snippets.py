@@ -125,6 +125,8 @@ def _workspace(root) -> None:
         folder = root / "imagenet" / "train" / label
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{i}.jpg").write_bytes(jpeg(i))
+    (root / "imagenet" / "val" / "dog").mkdir(parents=True)  # a split lacking a class
+    (root / "imagenet" / "val" / "dog" / "0.jpg").write_bytes(jpeg(9))
     data = root / "data"
     (data / "img").mkdir(parents=True)
     for i in range(6):
@@ -188,6 +190,7 @@ def test_readme_snippets_run_as_written(tmp_path):
         _run(snippet, tmp_path, _env(tmp_path), substitutions)
     # What the snippets wrote is what the docs say they write.
     assert read_metadata(str(tmp_path / "caches" / "imagenet-train")).num_rows == 6
+    assert [row["label"] for row in ShardedDataset(str(tmp_path / "caches" / "imagenet-val"))] == [1]
     assert ShardedDataset(str(tmp_path / "caches" / "chat"))[3]["messages"][1] == {"role": "assistant", "content": "a3"}
     assert [row["n"] for row in ShardedDataset(str(tmp_path / "caches" / "saved-train"))] == [1, 2]
     assert len(ShardedDataset(str(tmp_path / "cache"))) == 1500

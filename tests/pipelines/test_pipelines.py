@@ -297,7 +297,7 @@ def test_image_folder_skip_bad_skips_and_lists(image_tree, tmp_path):
     root, files = image_tree
     (root / "cat" / "truncated.png").write_bytes(png(7)[:-20])
     out = str(tmp_path / "out")
-    manifest = image_folder.run(["--input", str(root), "--output", out, "--skip_bad"])
+    manifest = image_folder.run(["--input", str(root), "--output", out, "--skip_bad", "--max_bad", "1"])
     assert manifest.num_rows == len(files)
     assert set(rows_by(out, "path")) == set(files)
     bad = read_bad_inputs(out)
@@ -306,7 +306,7 @@ def test_image_folder_skip_bad_skips_and_lists(image_tree, tmp_path):
 
     # A later write that skips nothing removes the list, so it never describes another version.
     (root / "cat" / "truncated.png").unlink()
-    image_folder.run(["--input", str(root), "--output", out, "--skip_bad"])
+    image_folder.run(["--input", str(root), "--output", out, "--skip_bad", "--max_bad", "1"])
     assert not os.path.exists(os.path.join(out, BAD_INPUTS_NAME))
 
 
@@ -470,7 +470,7 @@ def test_csv_bad_rows_fail_or_are_skipped(manifest_dir, tmp_path):
     with pytest.raises(common.BadInputError, match=r"train\.csv, line (3: has 2 fields|4: .*none\.png)"):
         csv_pipeline.run(flags)
 
-    manifest = csv_pipeline.run(flags + ["--skip_bad"])
+    manifest = csv_pipeline.run(flags + ["--skip_bad", "--max_bad", "2"])
     assert manifest.num_rows == 2
     assert set(rows_by(out, "caption")) == {"good one", "good two"}
     bad = {record["input"].rsplit(", ", 1)[1]: record["error"] for record in read_bad_inputs(out)}
@@ -591,7 +591,7 @@ def test_parquet_bad_image_names_file_and_row(tmp_path):
     with pytest.raises(common.BadInputError, match=r"part\.parquet, row 1"):
         parquet.run(["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out")])
     manifest = parquet.run(["--input", str(tmp_path / "part.parquet"), "--output", str(tmp_path / "out"),
-                            "--skip_bad"])
+                            "--skip_bad", "--max_bad", "50%"])
     assert manifest.num_rows == 1
 
 
@@ -709,7 +709,7 @@ def test_parquet_batches_write_the_cache_and_a_bad_row_is_named_or_skipped(tmp_p
     with pytest.raises(common.BadInputError, match=r"part\.parquet, row 27\b.*image"):
         parquet.run(argv)
 
-    manifest = parquet.run(argv + ["--skip_bad"])
+    manifest = parquet.run(argv + ["--skip_bad", "--max_bad", "1"])
     assert manifest.num_rows == 39
     rows = rows_by(str(tmp_path / "out"), "text")
     assert set(rows) == {f"row {i}" for i in range(40)} - {"row 27"}

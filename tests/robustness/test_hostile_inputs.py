@@ -52,7 +52,7 @@ def refused_then_skipped(pipeline, path, out, words: list[str], rows: int, *flag
     with pytest.raises(common.BadInputError) as raised:
         convert(pipeline, path, out, *flags)
     assert_clear(raised.value, common.BadInputError, [str(path)] + words)
-    assert convert(pipeline, path, out, *flags, "--skip_bad").num_rows == rows
+    assert convert(pipeline, path, out, *flags, "--skip_bad", "--max_bad", "1").num_rows == rows
     [bad] = read_bad_inputs(str(out))
     assert words[0] in bad["input"] and words[1] in bad["error"], bad
 
@@ -104,7 +104,7 @@ def test_a_gz_line_inflating_to_1_gib_costs_a_bounded_peak_of_memory(tmp_path):
         handle.write(b'"}\n{"n": "b"}\n')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     child = subprocess.Popen([sys.executable, "-m", "pipelines.jsonl", "--input", str(path), "--output",
-                              str(tmp_path / "out"), "--skip_bad", "--runner=FnApiRunner"],
+                              str(tmp_path / "out"), "--skip_bad", "--max_bad", "100%", "--runner=FnApiRunner"],
                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _, status, usage = os.wait4(child.pid, 0)  # the child's own usage, not that of earlier children

@@ -74,7 +74,7 @@ def test_pipeline_corpus(tmp_path, pipeline, files, input_file, flags, words):
         pipeline.run(argv + ["--output", out])
     assert_clear(raised.value, common.BadInputError, [str(root)] + words)
 
-    manifest = pipeline.run(argv + ["--output", out, "--skip_bad"])
+    manifest = pipeline.run(argv + ["--output", out, "--skip_bad", "--max_bad", "100%"])
     assert manifest.num_rows == 1
     [bad] = read_bad_inputs(out)
     assert words[0] in bad["input"] + bad["error"]

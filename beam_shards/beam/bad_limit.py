@@ -1,0 +1,86 @@
+"""The limit on what a write skips: `WriteToArrowShards(..., on_bad="skip", max_bad=...)`.
+
+The examples skipped (the sink's dead letters, and any the caller set aside before it)
+are combined into a count and the first few reasons, which the finalize step takes as
+a side input: when they are more than `max_bad` allows it raises `TooManyBadError`
+before publishing, so nothing is published, on any runner (no Beam counter is read).
+The examples seen are those written plus those skipped, so no step counts the input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+
+from beam_shards.errors import TooManyBadError
+
+# How many reasons the error quotes, the first in key order.
+FIRST_REASONS = 3
+
+
+class Skipped(NamedTuple):
+    """How many examples a write skipped, and the first `FIRST_REASONS` of them as `(key, reason)`."""
+
+    count: int
+    first: list[tuple[Any, str]]
+
+
+def check_max_bad(max_bad: int | float | None) -> None:
+    """Raises ValueError for a `max_bad` that is neither None, a count (an int >= 0) nor a
+    fraction (a float from 0 to 1)."""
+    if max_bad is None:
+        return
+    if isinstance(max_bad, bool) or not isinstance(max_bad, (int, float)):
+        raise ValueError(f"max_bad must be a count (an int) or a fraction of the examples (a float); got {max_bad!r}")
+    if isinstance(max_bad, int) and max_bad < 0 or isinstance(max_bad, float) and not 0 <= max_bad <= 1:
+        raise ValueError(f"max_bad must be a count >= 0 or a fraction from 0.0 to 1.0; got {max_bad!r}")
+
+
+def describe_limit(max_bad: int | float) -> str:
+    """`5` for a count, `1%` for a fraction."""
+    return f"{max_bad * 100:g}%" if isinstance(max_bad, float) else f"{max_bad:,}"
+
+
+def _in_key_order(items: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    try:
+        return sorted(items, key=lambda item: item[0])
+    except TypeError:  # keys of types that do not compare
+        return sorted(items, key=lambda item: repr(item[0]))
+
+
+class CountSkippedFn(beam.CombineFn):
+    """Dead letters (`{"key", "reason", ...}` dicts) into a `Skipped`."""
+
+    def create_accumulator(self) -> Skipped:
+        return Skipped(0, [])
+
+    def add_input(self, accumulator: Skipped, letter: dict[str, Any]) -> Skipped:
+        first = _in_key_order(accumulator.first + [(letter["key"], letter["reason"])])[:FIRST_REASONS]
+        return Skipped(accumulator.count + 1, first)
+
+    def merge_accumulators(self, accumulators: Any) -> Skipped:
+        accumulators = list(accumulators)
+        first = _in_key_order([item for accumulator in accumulators for item in accumulator.first])
+        return Skipped(sum(accumulator.count for accumulator in accumulators), first[:FIRST_REASONS])
+
+    def extract_output(self, accumulator: Skipped) -> Skipped:
+        return accumulator
+
+
+def check_skipped(skipped: Skipped, written: int, max_bad: int | float, path: str) -> dict[str, Any]:
+    """The record of what a write to `path` skipped, for its version's metadata.
+
+    Raises:
+      TooManyBadError: more skipped than `max_bad` allows of the `written + skipped.count`
+        examples seen; names the count, the limit and the first reasons.
+    """
+    seen = written + skipped.count
+    allowed = max_bad if isinstance(max_bad, int) else max_bad * seen
+    if skipped.count > allowed:
+        reasons = "; ".join(reason if str(key) in reason else f"{key}: {reason}"
+                            for key, reason in skipped.first)
+        raise TooManyBadError(
+            f"{skipped.count:,} bad input(s) of {seen:,} read ({skipped.count / seen:.1%}), more than "
+            f"max_bad={describe_limit(max_bad)} allows; nothing was published to {path}. The first: {reasons}")
+    return {"skipped": skipped.count, "read": seen, "max_bad": describe_limit(max_bad)}
