@@ -35,9 +35,13 @@ _SKIP_BAD_HINT = "(add --skip_bad to skip bad inputs and list them beside the ca
 
 
 def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
-                 read: Callable[[beam.Pipeline], beam.PCollection], features: Features,
-                 metadata: dict[str, Any]) -> Manifest:
+                 read: Callable[[beam.Pipeline], beam.PCollection | tuple[beam.PCollection, beam.PCollection]],
+                 features: Features | None, metadata: dict[str, Any]) -> Manifest:
     """Runs `read` (which adds the steps making `(where, example)` pairs) into `write_cache`.
+
+    For features made when the pipeline runs (inferred by a Beam combine, say), `features`
+    is None and `read` returns `(pairs, features)`, the features a PCollection of one
+    `Features`; `write_cache` and the sink read it as a side input.
 
     Returns the manifest published at `args.output`. When the pipeline fails, what its
     bundles staged is removed before the error is raised again, so a failed conversion
@@ -51,7 +55,8 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
     try:
         with (Watch(args.output, write_id, interval=interval) as watch, quiet_beam(args.verbose),
               beam.Pipeline(options=options) as pipeline):
-            write_cache(read(pipeline), args, features, metadata, write_id, watch.folder if local else None)
+            examples, made = _with_features(read(pipeline), features)
+            write_cache(examples, args, made, metadata, write_id, watch.folder if local else None)
     except Exception as error:
         # Not on KeyboardInterrupt: a remote job may still be running and using its staging.
         with best_effort(f"remove the files of failed write {write_id}", args.output):
@@ -60,6 +65,25 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
             raise BadInputError(str(error)) from None
         raise
     return find_published(args.output, write_id) or read_metadata(args.output)
+
+
+def _with_features(read: Any, features: Features | None) -> tuple[Any, Any]:
+    """`(pairs, features)` from what `read` returned and the features given.
+
+    Raises:
+      ValueError: `read` returned features and features were given too, or what it returned as
+        features is not a PCollection.
+    """
+    if not isinstance(read, tuple):
+        return read, features
+    if features is not None:
+        raise ValueError("run_pipeline takes features given or made when the pipeline runs, not both: read "
+                         "returned (pairs, features) and features were given")
+    examples, made = read
+    if not isinstance(made, beam.PCollection):
+        raise ValueError(f"read returned (pairs, {type(made).__name__}); features made when the pipeline runs are a "
+                         "PCollection of one Features")
+    return examples, made
 
 
 def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | None = None) -> int:

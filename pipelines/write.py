@@ -18,7 +18,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from beam_shards import Features, WriteToArrowShards
-from beam_shards.beam import counters
+from beam_shards.beam import CheckFeatures, counters
 from beam_shards.progress import Tally
 from beam_shards.shards import EncodedRows
 from pipelines.bad_inputs import BAD, BadInputError, Malformed, bad_input, record_bad_inputs
@@ -58,9 +58,10 @@ class _CheckFn(beam.DoFn):
     """Turns `(where, example)` pairs into what the sink takes: an input that could not be
     parsed fails the pipeline or goes to the bad output; `Rows` that fit the features go
     on encoded (else their rows one by one); examples go on as they are, for the sink to
-    encode once. With a `tally` folder, the rows read are counted there (`progress.Tally`)."""
+    encode once. With a `tally` folder, the rows read are counted there (`progress.Tally`).
+    `features` None: they are made when the pipeline runs and come as a side input."""
 
-    def __init__(self, features: Features, skip_bad: bool, tally: str | None = None):
+    def __init__(self, features: Features | None, skip_bad: bool, tally: str | None = None):
         self._features = features
         self._skip_bad = skip_bad
         self._tally_folder = tally
@@ -75,20 +76,20 @@ class _CheckFn(beam.DoFn):
         if self._tally is not None:
             self._tally.flush()
 
-    def process(self, element: tuple[Where, Any]):
+    def process(self, element: tuple[Where, Any], features: Features | None = None):
         if self._tally is not None:
             example = element[1]
             self._tally.add(example.table.num_rows if isinstance(example, Rows) else 1)
-        yield from self._check(element)
+        yield from self._check(element, self._features if features is None else features)
 
-    def _check(self, element: tuple[Where, Any]):
+    def _check(self, element: tuple[Where, Any], features: Features):
         where, example = element
         if isinstance(example, Rows):
-            table, rows = self._features.encode_batch_or_rows(example.table, where, example.one_by_one)
+            table, rows = features.encode_batch_or_rows(example.table, where, example.one_by_one)
             if table is not None:
                 yield where, EncodedRows(table)
             for item in rows:
-                yield from self._check(item)
+                yield from self._check(item, features)
             return
         if not isinstance(example, Malformed):
             yield element
@@ -100,18 +101,24 @@ class _CheckFn(beam.DoFn):
         yield TaggedOutput(BAD, bad_input(where, error))
 
 
-def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features,
+def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features | beam.PCollection,
                 metadata: dict[str, Any], write_id: str | None = None, tally: str | None = None) -> beam.PCollection:
     """Writes `(where, example)` pairs into the cache at `args.output`, checked against `features`.
 
-    An example may be a `Rows` of several. With `args.skip_bad`, inputs that cannot be
+    An example may be a `Rows` of several. `features` may be made when the pipeline runs
+    (a PCollection of one `Features`, as `WriteToArrowShards` takes): they are checked
+    for the write first, then read as a side input. With `args.skip_bad`, inputs that cannot be
     parsed and examples the sink refuses (its dead letters, `on_bad="skip"`) are left
     out and listed beside the cache once it is published. `write_id` is the sink's (a
     fresh one by default); `tally` a local folder where the rows read are counted for a
     `progress.Watch`. Returns the PCollection holding the published `Manifest`.
     """
-    checked = examples | "Check" >> beam.ParDo(_CheckFn(features, args.skip_bad, tally)).with_outputs(
-        BAD, main="examples")
+    if isinstance(features, beam.PCollection):
+        features = features | "CheckFeatures" >> CheckFeatures(args.output, metadata, args.mode)
+        check = beam.ParDo(_CheckFn(None, args.skip_bad, tally), AsSingleton(features))
+    else:
+        check = beam.ParDo(_CheckFn(features, args.skip_bad, tally))
+    checked = examples | "Check" >> check.with_outputs(BAD, main="examples")
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,

@@ -4,6 +4,7 @@ from beam_shards.lazy import lazy_names
 
 _LAZY = {
     "BAD_INPUTS": "beam_shards.beam.counters",
+    "CheckFeatures": "beam_shards.beam.deferred",
     "NAMESPACE": "beam_shards.beam.counters",
     "drop_known_noise": "beam_shards.beam.noise",
     "quiet_beam": "beam_shards.beam.noise",
@@ -16,6 +17,6 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "BAD_INPUTS", "drop_known_noise", "NAMESPACE", "quiet_beam", "ReadAllFromArrowShards", "ReadFromArrowShards",
-    "WriteToArrowShards",
+    "BAD_INPUTS", "CheckFeatures", "drop_known_noise", "NAMESPACE", "quiet_beam", "ReadAllFromArrowShards",
+    "ReadFromArrowShards", "WriteToArrowShards",
 ]

@@ -167,9 +167,12 @@ class WriteCounters:
 
 class WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
-    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output."""
+    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output.
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+    `features` None: they are made when the pipeline runs, and come to `WriteBundleWithIdFn` as a
+    side input (the bundle writer is made at the first element)."""
+
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail"):
         self._path = path
         self._features = features
@@ -180,15 +183,19 @@ class WriteBundleFn(beam.DoFn):
 
     def setup(self) -> None:
         self._write_id = self._given_write_id
-        self._bundle = BundleWriter(self._path, self._features, self._options, self._skip)
+        self._bundle = None if self._features is None else self._new_bundle(self._features)
+
+    def _new_bundle(self, features: Features) -> BundleWriter:
+        return BundleWriter(self._path, features, self._options, self._skip)
 
     def start_bundle(self) -> None:
         # A bundle left unfinished failed after this step (the runner may retry it): drop its files.
-        self._bundle.discard()
+        if self._bundle is not None:
+            self._bundle.discard()
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
-        if hasattr(self, "_bundle"):
+        if getattr(self, "_bundle", None) is not None:
             self._bundle.discard()
 
     def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
@@ -200,7 +207,7 @@ class WriteBundleFn(beam.DoFn):
         return [TaggedOutput(BAD_TAG, letter) for letter in letters] if letters else ()
 
     def finish_bundle(self):
-        if not self._bundle.started:
+        if self._bundle is None or not self._bundle.started:
             return
         shards = self._bundle.finish()
         for letter in self._counters.skipped(self._bundle.take_letters()):
@@ -211,9 +218,12 @@ class WriteBundleFn(beam.DoFn):
 
 
 class WriteBundleWithIdFn(WriteBundleFn):
-    """`WriteBundleFn` for a write whose id is made when the pipeline runs: it comes as a side input."""
+    """`WriteBundleFn` for a write whose id, or features, are made when the pipeline runs: they come as
+    side inputs (the features only when made then)."""
 
-    def process(self, element: Any, write_id: Any) -> list[TaggedOutput] | tuple[()]:
+    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput] | tuple[()]:
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        if self._bundle is None:
+            self._bundle = self._new_bundle(features)
         return super().process(element)

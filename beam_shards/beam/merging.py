@@ -9,10 +9,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_shards.beam import counters
+from beam_shards.beam import counters, deferred
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
-from beam_shards.shards.merge import merge_shards
+from beam_shards.shards.merge import file_overhead, merge_shards
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.versions.staging import staged_shards
 
@@ -20,21 +20,23 @@ from beam_shards.versions.staging import staged_shards
 class _MergeBinFn(beam.DoFn):
     """Merges one bin, `(write id, shards, *rest)`, into `(write id, merged shard, *rest)`: the bin's
     shards copied in a fresh attempt folder (a retried or repeated merge never collides with
-    another); a bin of one shard passes through. `rest` (a deterministic write's order) is kept."""
+    another); a bin of one shard passes through. `rest` (a deterministic write's order) is kept.
+    Features made when the pipeline runs come as a side input (`deferred`)."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions):
+    def __init__(self, path: str, features: Features | None, options: WriterOptions):
         self._layout = CacheLayout(path)
         self._features = features
         self._options = options
         self._merged = Metrics.counter(counters.NAMESPACE, counters.SHARDS_MERGED)
 
-    def process(self, element: tuple[Any, ...]):
+    def process(self, element: tuple[Any, ...], features: Features | None = None):
         write_id, shards, *rest = element
         if len(shards) == 1:
             yield (write_id, shards[0], *rest)
             return
         attempt = self._layout.new_attempt(write_id)
-        merged: WrittenShard = merge_shards(shards, self._features, staged_shards(attempt), self._options.compression,
+        merged: WrittenShard = merge_shards(shards, deferred.features_for(self._features, features),
+                                            staged_shards(attempt), self._options.compression,
                                             self._options.column_types)
         self._merged.inc(len(shards))
         yield (write_id, merged, *rest)
@@ -48,18 +50,27 @@ def gather(pcoll: beam.PCollection, name: str) -> beam.PCollection:
             | f"Group{name}" >> beam.GroupByKey())
 
 
-def merge_small_shards(written: beam.PCollection, plan: Callable[[Iterable[tuple]], list[tuple]], path: str,
-                       features: Features, options: WriterOptions) -> tuple[beam.PCollection, beam.PCollection]:
+def merge_small_shards(written: beam.PCollection, plan: Callable[[Iterable[tuple], int], list[tuple]], path: str,
+                       features: Features | beam.PCollection,
+                       options: WriterOptions) -> tuple[beam.PCollection, beam.PCollection]:
     """The merge step of a write whose written shards are `written` (`(write id, shard, *rest)`):
     returns them gathered (`(None, items)`, for finalize) and the merged shards, one element each.
 
-    `plan` takes every written shard and returns the bins, `(write id, shards, *rest)`; the bins
-    are spread over workers and each is merged by one `_MergeBinFn` call.
+    `plan` takes every written shard and `overhead`, the bytes a shard file spends whatever its
+    rows (`file_overhead`), and returns the bins, `(write id, shards, *rest)`; the bins are spread
+    over workers and each is merged by one `_MergeBinFn` call. `features` are the write's, or a
+    PCollection of them made when the pipeline runs (`deferred`).
     """
     staged = gather(written, "Shards")
+    given, side = deferred.known(features), deferred.side_inputs(features)
     merged = (staged
-              | "PlanMerge" >> beam.FlatMap(lambda kv: plan(kv[1]))
+              | "PlanMerge" >> beam.FlatMap(_plan, plan, given, *side)
               | "SpreadBins" >> beam.Reshuffle()
-              | "MergeBins" >> beam.ParDo(_MergeBinFn(path, features, options)))
+              | "MergeBins" >> beam.ParDo(_MergeBinFn(path, given, options), *side))
     merged = gather(merged, "Merged") | "Extract" >> beam.FlatMap(lambda kv: kv[1])
     return staged, merged
+
+
+def _plan(gathered: tuple[None, Iterable[tuple]], plan: Callable[[Iterable[tuple], int], list[tuple]],
+          given: Features | None, features: Features | None = None) -> list[tuple]:
+    return plan(gathered[1], overhead=file_overhead(deferred.features_for(given, features)))

@@ -175,12 +175,13 @@ class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
     `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
     letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
-    hold fails the bundle at once (`keys.plain_key`)."""
+    hold fails the bundle at once (`keys.plain_key`). `features` None: they are made when the
+    pipeline runs and come as a side input (the run writer is made at the first element)."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None,
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
                  on_bad: str = "fail", run_bytes: int | None = None):
         self._path = path
-        self._features = _run_features(features)
+        self._features = None if features is None else _run_features(features)
         self._options = run_options(options)
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
@@ -190,19 +191,25 @@ class WriteRunsFn(beam.DoFn):
 
     def setup(self) -> None:
         self._write_id = self._given_write_id
-        self._runs = BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
+        self._runs = None if self._features is None else self._new_runs()
+
+    def _new_runs(self) -> BundleWriter:
+        return BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
 
     def start_bundle(self) -> None:
         self._pairs: list[tuple[Any, Any, Any]] = []  # (plain key, key as given, example)
         self._pending_bytes = 0
 
     def teardown(self) -> None:
-        if hasattr(self, "_runs"):
+        if getattr(self, "_runs", None) is not None:
             self._runs.discard()
 
-    def process(self, element: Any, write_id: Any):
+    def process(self, element: Any, write_id: Any, features: Features | None = None):
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        if self._runs is None:
+            self._features = _run_features(features)
+            self._runs = self._new_runs()
         key, example = keyed(element)
         self._pairs.append((plain_key(key), key, example))
         self._pending_bytes += _rough_nbytes(example)
@@ -309,16 +316,18 @@ def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order]], options:
 
 
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn) -> tuple[Any, beam.PCollection]:
+                       write_chunk: WriteChunkFn, features: tuple[Any, ...] = ()) -> tuple[Any, beam.PCollection]:
     """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
     holds the dead letters and `written` the chunks' shards tagged with their order.
 
     `write_runs` takes the pairs with the write id as a side input and yields
     `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
     `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
-    `(write id, shard, order)`.
+    `(write id, shard, order)`. Both take `features` too: the side input of features made
+    when the pipeline runs, if any (`deferred.side_inputs`).
     """
-    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id)).with_outputs(BAD_TAG, main="pieces")
+    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id), *features).with_outputs(
+        BAD_TAG, main="pieces")
     chunk_ranks = (runs.pieces
                    | "ChunkNames" >> beam.Keys()
                    | "DistinctChunks" >> beam.Distinct()
@@ -326,35 +335,43 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
                    | "RankChunks" >> beam.Map(ranks))
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
-               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks)))
+               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks), *features))
     return runs, written
 
 
 class WriteChunkFn(beam.DoFn):
     """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
-    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`."""
+    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)`.
+    `features` None: they are made when the pipeline runs and come as a side input."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, write_id: str | None = None):
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None):
         self._path = path
         self._features = features
         self._options = options
         self._given_write_id = write_id
-        self._runs = _run_features(features)
         self._run_options = run_options(options)
         self._counters = WriteCounters()
 
     def setup(self) -> None:
         self._write_id = self._given_write_id
-        self._chunk = BundleWriter(self._path, self._features, self._options)
+        self._chunk = None if self._features is None else self._use(self._features)
+
+    def _use(self, features: Features) -> BundleWriter:
+        """The chunk writer of `features` (and the features of the runs read)."""
+        self._features, self._runs = features, _run_features(features)
+        return BundleWriter(self._path, features, self._options)
 
     def teardown(self) -> None:
-        if hasattr(self, "_chunk"):
+        if getattr(self, "_chunk", None) is not None:
             self._chunk.discard()
 
-    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int]):
+    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int],
+                features: Features | None = None):
         chunk, pieces = element
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
+        if self._chunk is None:
+            self._chunk = self._use(features)
         pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
         try:
             table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options)

@@ -38,7 +38,7 @@ from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import ordered
+from beam_shards.beam import deferred, ordered
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
@@ -46,7 +46,7 @@ from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards.merge import file_overhead, plan_bins
+from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES,
                                         WriterOptions, WrittenShard)
 from beam_shards.versions.commit import check_write, publish
@@ -93,8 +93,9 @@ def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tup
 class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
-    def __init__(self, path: str, features: Features, options: WriterOptions, metadata: dict[str, Any], mode: str,
-                 retention: Retention | None, allow_empty: bool, in_order: bool = False, since: int | None = None):
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, metadata: dict[str, Any],
+                 mode: str, retention: Retention | None, allow_empty: bool, in_order: bool = False,
+                 since: int | None = None):
         self._path = path
         self._since = since
         self._allow_empty = allow_empty
@@ -105,8 +106,10 @@ class _FinalizeFn(beam.DoFn):
         self._mode = mode
         self._retention = retention
 
-    def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = ()):
-        """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write."""
+    def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
+                features: Features | None = None):
+        """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
+        `features` come as a side input when made as the pipeline runs (else they are the write's)."""
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
@@ -114,7 +117,8 @@ class _FinalizeFn(beam.DoFn):
         if not self._allow_empty and not any(item[1].num_rows for item in staged):
             raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
                                   "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
-        manifest = publish(self._path, write_id=write_id, features=self._features, staged=[item[1] for item in staged],
+        features = deferred.features_for(self._features, features)
+        manifest = publish(self._path, write_id=write_id, features=features, staged=[item[1] for item in staged],
                            options=self._options, metadata=self._metadata, mode=self._mode, ordered=self._in_order,
                            since=self._since)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
@@ -155,9 +159,23 @@ class WriteToArrowShards(beam.PTransform):
         ...                 | beam.Map(lambda i: {"id": i, "text": str(i)})
         ...                 | WriteToArrowShards("/tmp/cache", features))
 
+    Features computed when the pipeline runs (inferred from the rows, say) are given as a
+    PCollection of one `Features`:
+
+        >>> with beam.Pipeline(runner="FnApiRunner") as p:  # doctest: +SKIP
+        ...     rows = p | beam.Create([{"id": i, "text": str(i)} for i in range(1000)])
+        ...     inferred = p | "Features" >> beam.Create([features])  # or a beam.CombineGlobally
+        ...     manifest = rows | WriteToArrowShards("/tmp/cache", inferred)
+
     Args:
       path: the cache folder (local, gs://, s3://, ...).
-      features: the schema every example must match.
+      features: the schema every example must match: a `Features`, or a PCollection holding
+        exactly one, made when the pipeline runs (then every step reads it as a side input,
+        which costs Beam's per-element side input invoker: give such pipelines' examples as
+        record batches). The checks that need the features (their type and size in the
+        manifest, `mode="append"`'s match) then run when the pipeline runs, before any shard
+        is staged, with the same errors; a PCollection of no element or several fails the
+        pipeline with a ValueError naming it.
       shard_size_bytes: target size of a shard on disk; a shard closes before a batch
         would take it past this.
       max_rows_per_shard: optional cap on rows per shard.
@@ -201,8 +219,10 @@ class WriteToArrowShards(beam.PTransform):
       ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
         (at construction); a runner that drops what `finish_bundle` emits (Beam's
         DaskRunner) or an unbounded input (when applied).
-      CacheExistsError: `mode="error"` and a cache is at `path`.
-      SchemaMismatchError: `mode="append"` to a cache of other features.
+      CacheExistsError: `mode="error"` and a cache is at `path` (at construction, and again
+        when the pipeline runs for features made then).
+      SchemaMismatchError: `mode="append"` to a cache of other features (when the pipeline
+        runs, before any shard is staged, for features made then).
       EncodeError: when the pipeline runs, for an example that does not match
         `features` (names the example, the field and the feature); nothing is published.
       EmptyWriteError: when the pipeline runs, for a write of no rows without `allow_empty`.
@@ -210,7 +230,7 @@ class WriteToArrowShards(beam.PTransform):
         than those above (names the type and the key), at its first element.
     """
 
-    def __init__(self, path: str, features: Features, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
+    def __init__(self, path: str, features: Features | beam.PCollection, *, shard_size_bytes: int = DEFAULT_SHARD_SIZE_BYTES,
                  max_rows_per_shard: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, compression: str | None = None,
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
@@ -223,7 +243,7 @@ class WriteToArrowShards(beam.PTransform):
         self._allow_empty = allow_empty
         self._deterministic = deterministic
         options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._metadata, since, column_types = check_write(path, features, metadata, mode)
+        self._metadata, since, column_types = check_write(path, deferred.known(features), metadata, mode)
         self._options = dataclasses.replace(options, column_types=column_types)
         if write_id is not None:
             check_write_id(write_id)
@@ -250,31 +270,36 @@ class WriteToArrowShards(beam.PTransform):
         if not isinstance(pcoll.windowing.windowfn, window.GlobalWindows):
             # Shard results are emitted in the global window; finalize reads them all.
             pcoll = pcoll | "GlobalWindow" >> beam.WindowInto(window.GlobalWindows())
-        options, overhead = self._options, file_overhead(self._features)
+        features = self._features
+        if deferred.is_deferred(features):  # checked once when the pipeline runs, before anything is staged
+            features = features | "CheckFeatures" >> deferred.CheckFeatures(self._path, self._metadata, self._mode)
+        given_features, side = deferred.known(features), deferred.side_inputs(features)
+        options = self._options
         if self._deterministic:
-            write_runs = ordered.WriteRunsFn(self._path, self._features, self._options, given, self._on_bad)
-            write_chunk = ordered.WriteChunkFn(self._path, self._features, self._options, given)
-            runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk)
-            plan = functools.partial(ordered.plan_ordered_bins, options=options, overhead=overhead)
-            staged, merged = merge_small_shards(written, plan, self._path, self._features, self._options)
-            return self._finalize(do_once, write_id, merged, staged, runs[BAD_TAG])
-        if given is None:
-            write = beam.ParDo(WriteBundleWithIdFn(self._path, self._features, self._options, None, self._on_bad),
-                               AsSingleton(write_id))
+            write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
+            write_chunk = ordered.WriteChunkFn(self._path, given_features, options, given)
+            runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side)
+            plan = functools.partial(ordered.plan_ordered_bins, options=options)
+            staged, merged = merge_small_shards(written, plan, self._path, features, options)
+            return self._finalize(do_once, write_id, features, merged, staged, runs[BAD_TAG])
+        if given is None or side:
+            write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad),
+                               AsSingleton(write_id), *side)
         else:  # no side input: Beam's faster invoker
-            write = beam.ParDo(WriteBundleFn(self._path, self._features, self._options, given, self._on_bad))
+            write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad))
         written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
-        plan = functools.partial(_plan_merge, options=options, overhead=overhead)
-        staged, merged = merge_small_shards(written.shards, plan, self._path, self._features, self._options)
-        return self._finalize(do_once, write_id, merged, staged, written[BAD_TAG])
+        plan = functools.partial(_plan_merge, options=options)
+        staged, merged = merge_small_shards(written.shards, plan, self._path, features, options)
+        return self._finalize(do_once, write_id, features, merged, staged, written[BAD_TAG])
 
-    def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, merged: beam.PCollection,
-                  staged: beam.PCollection, bad: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
+    def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, features: Features | beam.PCollection,
+                  merged: beam.PCollection, staged: beam.PCollection,
+                  bad: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
         manifest = do_once | "Finalize" >> beam.ParDo(
-            _FinalizeFn(self._path, self._features, self._options, self._metadata, self._mode, self._retention,
-                        self._allow_empty, self._deterministic, self._since),
-            AsSingleton(write_id), AsList(merged), AsList(write_ids))
+            _FinalizeFn(self._path, deferred.known(features), self._options, self._metadata, self._mode,
+                        self._retention, self._allow_empty, self._deterministic, self._since),
+            AsSingleton(write_id), AsList(merged), AsList(write_ids), *deferred.side_inputs(features))
         return WriteWithBad(manifest, bad) if self._on_bad == "skip" else manifest
 
     def display_data(self) -> dict[str, Any]:
@@ -287,5 +312,6 @@ class WriteToArrowShards(beam.PTransform):
             "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
             "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
             "compression": DisplayDataItem(str(options.compression), label="Compression"),
-            "features": DisplayDataItem(repr(self._features), label="Features"),
+            "features": DisplayDataItem("made when the pipeline runs" if deferred.is_deferred(self._features)
+                                        else repr(self._features), label="Features"),
         }

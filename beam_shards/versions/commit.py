@@ -72,12 +72,15 @@ def _installed(distribution: str) -> str:
         return "not installed"
 
 
-def check_write(path: str, features: Features, metadata: Any, mode: str) -> tuple[dict[str, Any], int, str]:
+def check_write(path: str, features: Features | None, metadata: Any, mode: str) -> tuple[dict[str, Any], int, str]:
     """Checks the arguments of a write before anything runs; returns the metadata as a dict, the
     newest version committed now (0 for none), which a write with a fresh id publishes after
     (`publish(since=...)` looks for its own version only above it), and the column types
     its shards are to be stored in (`WriterOptions.column_types`): an append's base
     version's, so all the shards of a version share one schema; "hf" for any other write.
+
+    `features` None stands for features made when a pipeline runs: what needs them
+    (`check_features`) is left for then, but a `mode="error"` write is refused now.
 
     Raises:
       TypeError: `features` is not a Features object.
@@ -87,21 +90,13 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
       CacheExistsError: `mode="error"` and a cache is already at `path`.
       SchemaMismatchError: `mode="append"` to a cache of other features.
     """
-    if not isinstance(features, Features):
-        raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+    if features is not None:
+        _check_type(features)
     fs.check_cache_path(path)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
     metadata = check_metadata(metadata)
-    described = {"features": features.to_dict(), "metadata": metadata}
-    depth = json_depth(described)
-    if depth > MAX_DEPTH:
-        raise FeatureError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
-                         f"manifest may nest {MAX_DEPTH}")
-    size = len(manifest_json(described))
-    if size > MAX_MANIFEST_BYTES:
-        raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
-                         f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
+    _check_described(features, metadata)
     refuse_links(CacheLayout(path))
     latest = resolve(path).latest
     if mode != "overwrite":
@@ -110,17 +105,50 @@ def check_write(path: str, features: Features, metadata: Any, mode: str) -> tupl
     return metadata, latest.version if latest is not None else 0, column_types
 
 
-def _check_mode(path: str, features: Features, options: WriterOptions | None, mode: str,
+def check_features(path: str, features: Any, metadata: dict[str, Any], mode: str) -> Features:
+    """The checks of `check_write` that need the features, for features made when a pipeline
+    runs (after `check_write(path, None, ...)`), against the cache as it is now; returns them.
+
+    Raises:
+      TypeError, FeatureError, ValueError, CacheExistsError, SchemaMismatchError: as `check_write`.
+    """
+    _check_type(features)
+    _check_described(features, metadata)
+    if mode != "overwrite":
+        _check_mode(path, features, None, mode, resolve(path).latest)
+    return features
+
+
+def _check_type(features: Any) -> None:
+    if not isinstance(features, Features):
+        raise TypeError(f"features must be a Features object; got {type(features).__name__}")
+
+
+def _check_described(features: Features | None, metadata: dict[str, Any]) -> None:
+    """Raises unless the features and metadata (the metadata alone, for features None) fit in a manifest."""
+    described = {"metadata": metadata} if features is None else {"features": features.to_dict(), "metadata": metadata}
+    depth = json_depth(described)
+    if depth > MAX_DEPTH:
+        raise FeatureError(f"the features and metadata nest {depth} levels of lists and objects in the manifest; a "
+                         f"manifest may nest {MAX_DEPTH}")
+    size = len(manifest_json(described))
+    if size > MAX_MANIFEST_BYTES:
+        raise ValueError(f"the features and metadata take {size:,} bytes in the manifest, more than the "
+                         f"{MAX_MANIFEST_BYTES:,} a reader takes; keep large metadata in a file beside the cache")
+
+
+def _check_mode(path: str, features: Features | None, options: WriterOptions | None, mode: str,
                 latest: Manifest | None) -> None:
     """Raises unless a write of `mode` may publish over `latest`; with `options` (at commit), also
-    unless an append's shards are compressed and typed as `latest`'s."""
+    unless an append's shards are compressed and typed as `latest`'s. Features None (made when
+    a pipeline runs) leave an append's features unchecked."""
     if latest is None:
         return
     if mode == "error":
         raise CacheExistsError(f"a cache is already at {path} (version {latest.version}, {latest.num_rows:,} rows) "
                                "and the write has mode='error'; use mode='overwrite' or 'append', or another path")
     if mode == "append":
-        if latest.features != features:
+        if features is not None and latest.features != features:
             raise SchemaMismatchError(
                 f"cannot append to the cache at {path}: its features are {latest.features!r}, the write's are "
                 f"{features!r}")
