@@ -9,8 +9,8 @@ from beam_shards._version import __version__
 from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
                                 EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
                                 StoreAccessError, VersionNotFoundError, WriteInProgressError)
-from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Sequence, Struct, Value, Video,
-                                  encode_example)
+from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Json, Sequence, Struct, Value,
+                                  Video, encode_example)
 from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
 from beam_shards.format.layout import new_write_id
 from beam_shards.format.manifest import Manifest
@@ -41,7 +41,7 @@ __getattr__ = lazy_names(__name__, _LAZY)
 __all__ = [
     "__version__", "abandon", "Array", "ArrowBackend", "Audio", "BeamShardsError", "CacheError", "CacheExistsError",
     "CacheNotFoundError", "ClassLabel", "collect_garbage", "CorruptCacheError", "EmptyWriteError", "encode_example",
-    "EncodeError", "Feature", "FeatureError", "Features", "from_hf", "from_hf_features", "Image", "list_versions",
+    "EncodeError", "Feature", "FeatureError", "Features", "from_hf", "from_hf_features", "Image", "Json", "list_versions",
     "Manifest", "new_write_id", "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "shard_paths",
     "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct",

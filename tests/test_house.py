@@ -20,7 +20,7 @@ PIPELINES = PACKAGE.parent / "pipelines"
 # Each part of the package may import only parts of a lower floor (or its own).
 FLOORS = {
     "_version": 0, "errors": 0, "display": 0, "units": 0, "lazy": 0,
-    "storage": 1, "terminal": 1, "features": 2, "format": 3, "shards": 4, "progress": 4, "versions": 5,
+    "storage": 1, "terminal": 1, "features": 2, "format": 3, "inference": 3, "shards": 4, "progress": 4, "versions": 5,
     "write": 6, "hf": 7, "beam": 7, "read": 8, "cli": 9,
 }
 # The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,

@@ -29,10 +29,14 @@ def decode_table(table: pa.Table | pa.RecordBatch, features: Features, image_mod
 
     Images become PIL images ("pil"), numpy arrays ("numpy", see `image_codec.decode`) or stay bytes
     ("bytes"); Arrays become numpy arrays of their declared shape (read-only views of
-    Arrow memory where possible); ClassLabels become ints; Sequences become lists.
+    Arrow memory where possible); ClassLabels become ints; Sequences become lists; Json
+    values Python values.
+
+    Raises:
+      CorruptCacheError: a column holds stored text that is not what its feature wrote; names the column.
     """
     names = table.schema.names
-    columns = [features[name].decode(_as_array(table.column(name)), image_mode) for name in names]
+    columns = [features.decode_column(name, _as_array(table.column(name)), image_mode) for name in names]
     return [dict(zip(names, values)) for values in zip(*columns)] if names else [{} for _ in range(table.num_rows)]
 
 

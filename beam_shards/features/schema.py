@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.display import clip, few, short_repr
-from beam_shards.errors import EncodeError, FeatureError
+from beam_shards.errors import CorruptCacheError, EncodeError, FeatureError
 from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
+from beam_shards.features.json_value import holds_json
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"
 # Where Hugging Face datasets keeps its features in an Arrow schema's metadata, as JSON
@@ -64,6 +65,8 @@ class Features(Mapping[str, Feature]):
                            else functools.partial(_one_value, next(iter(self._features))))
         self._plain_arrays = tuple(i for i, kind in enumerate(self._plain_types) if kind is np.ndarray)
         self._names = frozenset(self._features)
+        # The columns whose stored text a read parses (and so may find corrupt), which readers name.
+        self._parsed = frozenset(name for name, feature in self._items if holds_json(feature))
         self._schema: pa.Schema | None = None
         self._stored: dict[str, pa.Schema] = {}
 
@@ -91,6 +94,26 @@ class Features(Mapping[str, Feature]):
     def __repr__(self) -> str:
         inner = ", ".join(f"{name!r}: {feature!r}" for name, feature in self._features.items())
         return f"Features({{{inner}}})"
+
+    def row_reader(self, name: str, array: pa.Array, image_mode: str = "pil") -> Callable[[int], Any]:
+        """Column `name`'s `Feature.row_reader` for `array`; a CorruptCacheError it raises names the column."""
+        read = self._features[name].row_reader(array, image_mode)
+        if name not in self._parsed:
+            return read
+
+        def read_named(k: int) -> Any:
+            try:
+                return read(k)
+            except CorruptCacheError as error:
+                raise CorruptCacheError(f"column {name!r}: {error}") from None
+        return read_named
+
+    def decode_column(self, name: str, array: pa.Array, image_mode: str = "pil") -> list[Any]:
+        """Column `name`'s `Feature.decode` of `array`; a CorruptCacheError it raises names the column."""
+        try:
+            return self._features[name].decode(array, image_mode)
+        except CorruptCacheError as error:
+            raise CorruptCacheError(f"column {name!r}: {error}") from None
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: feature.to_dict() for name, feature in self._features.items()}

@@ -1,14 +1,14 @@
 """The cache format: every file name a cache holds (layout), one version's manifest (a header naming
 its shard tables, and its statistics), and reading the versions a cache keeps."""
 
+from beam_shards.features import MAX_DEPTH, json_depth, json_text_depth
 from beam_shards.format.catalog import list_versions, read_metadata, shard_paths, version_log
-from beam_shards.format.json_text import json_text_depth
 from beam_shards.format.latest import MAX_PAST_POINTER, VersionFolder, history, resolve
 from beam_shards.format.layout import (CacheLayout, LOCK_NAME, MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR,
                                        check_write_id, classify, is_write_id, new_cache_id, new_write_id,
                                        parse_version_name, shard_name, version_name, write_id_of_shard, write_id_time)
-from beam_shards.format.manifest import (COMPRESSIONS, LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES,
-                                         Manifest, check_metadata, format_for, json_depth, manifest_json, parse_json,
+from beam_shards.format.manifest import (COMPRESSIONS, LISTED_FORMAT_VERSION, MAX_MANIFEST_BYTES, MODES,
+                                         Manifest, check_metadata, format_for, manifest_json, parse_json,
                                          size_problem)
 from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
                                             table_file)

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from beam_shards.errors import CorruptCacheError, FeatureError, NewerFormatError
-from beam_shards.features import COLUMN_TYPES, Features
+from beam_shards.features import COLUMN_TYPES, MAX_DEPTH, Features, json_depth
 from beam_shards.format.counts import is_count
 from beam_shards.format.layout import CacheLayout, is_cache_id, is_write_id, write_id_of_shard
 from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
@@ -52,9 +52,6 @@ def format_for(column_types: str) -> int:
 COMPRESSIONS = (None, "zstd", "lz4")
 MODES = ("overwrite", "append", "error")
 MAX_MANIFEST_BYTES = 256 << 20
-# How deeply a manifest may nest lists and objects (features and metadata included), so that
-# every reader, the CLI and json.dumps handle it far from Python's recursion limit.
-MAX_DEPTH = 64
 _REQUIRED = ("format", "format_version", "write_id", "features", "schema_fingerprint", "num_rows",
              "compression", "writer", "metadata")
 # Reads one shard table of a cache, for the lazy `ShardTable` of a format-3 manifest.
@@ -329,18 +326,6 @@ def parse_json(raw: bytes, where: str) -> Any:
     if too_deep:
         raise CorruptCacheError(f"{where} is nested too deeply (more than {MAX_DEPTH} levels)")
     return data
-
-
-def json_depth(value: Any) -> int:
-    """How many levels of lists and objects `value` (parsed JSON) nests: 0 for a number or a
-    string, 1 for a flat list. Counted level by level, so any depth is measured safely."""
-    depth, level = 0, [value]
-    while True:
-        containers = [node for node in level if isinstance(node, (dict, list))]
-        if not containers:
-            return depth
-        depth += 1
-        level = [item for node in containers for item in (node.values() if isinstance(node, dict) else node)]
 
 
 def _refuse_constant(name: str) -> None:

@@ -30,8 +30,7 @@ from typing import Any
 
 from beam_shards.display import clip, printable, short_repr
 from beam_shards.errors import FeatureError
-from beam_shards.features import Feature, Features, Struct, feature_kinds
-from beam_shards.format.manifest import MAX_DEPTH, json_depth
+from beam_shards.features import MAX_DEPTH, Feature, Features, Struct, feature_kinds, json_depth
 
 # The kinds by the Hugging Face types they are the equals of.
 _KINDS = {hf_type: kind for kind in feature_kinds() for hf_type in kind.hf_keys}

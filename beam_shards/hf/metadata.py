@@ -10,16 +10,13 @@ file holds, the answer is what it says or one FeatureError line naming the file.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 
 from beam_shards.display import clip, printable, short_repr
 from beam_shards.errors import FeatureError
-from beam_shards.features import HF_METADATA_KEY
-from beam_shards.format.json_text import json_text_depth
-from beam_shards.format.manifest import MAX_DEPTH
+from beam_shards.features import HF_METADATA_KEY, TooDeep, load_bounded
 from beam_shards.storage import fs
 
 # A save_to_disk folder's JSON files are read whole up to this size.
@@ -30,17 +27,17 @@ def load_json(raw: bytes | str, where: str) -> Any:
     """`raw` parsed as JSON.
 
     Raises:
-      FeatureError: it is not UTF-8 JSON, or nests more than `MAX_DEPTH` levels; names `where`.
+      FeatureError: it is not UTF-8 JSON (NaN and infinities are not), or nests more than
+        `MAX_DEPTH` levels; names `where`.
     """
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as error:
         raise FeatureError(f"{where} is not UTF-8 ({error.reason} at byte {error.start})") from None
-    depth = json_text_depth(text.encode("utf-8", "surrogatepass"))
-    if depth > MAX_DEPTH:
-        raise FeatureError(f"{where} nests {depth:,} levels of JSON; at most {MAX_DEPTH} are read")
     try:
-        return json.loads(text)
+        return load_bounded(text)
+    except TooDeep as error:
+        raise FeatureError(f"{where} {error}") from None
     except ValueError as error:
         raise FeatureError(f"{where} is not valid JSON ({error})") from None
 

@@ -33,7 +33,7 @@ class CachedBatch:
             if features is None:
                 readers = [(name, row_getter(self.batch.column(name))) for name in names]
             else:
-                readers = [(name, features[name].row_reader(self.batch.column(name), image_mode)) for name in names]
+                readers = [(name, features.row_reader(name, self.batch.column(name), image_mode)) for name in names]
             self._readers[key] = readers
         return readers
 

@@ -314,7 +314,7 @@ JSON_VALUES = st.recursive(st.none() | st.integers() | JSON_TEXT, lambda items: 
 @settings(max_examples=300 * SCALE, deadline=None, database=None)
 @given(value=JSON_VALUES, ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
 def test_the_depth_counted_on_brackets_is_the_depth_json_parses_to(value, ascii_only, indent):
-    from beam_shards.format.json_text import json_text_depth
+    from beam_shards.features.json_text import json_text_depth
 
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     assert json_text_depth(text.encode("utf-8", "surrogatepass")) == json_depth(value)

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from beam_shards import EncodeError, FeatureError, Features, Struct, Value
-from beam_shards.format.json_text import json_text_depth
+from beam_shards.features.json_text import json_text_depth
 from beam_shards.format.manifest import MAX_DEPTH, json_depth
 from pipelines import common, csv as csv_pipeline, jsonl, lines, tabular
 
