@@ -13,17 +13,17 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards import Audio, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value, Video
-from beam_shards.features import temporal_type
+from beam_shards.features import Json, temporal_type
+from beam_shards.inference import NullTokens
 from beam_shards.storage import fs
 from pipelines.bad_inputs import Malformed
-from pipelines.null_tokens import NullTokens
 from pipelines.raw_batches import RawBatch, ReadRows, rows_again
 from pipelines.where import Where
 from pipelines.write import Rows
@@ -44,8 +44,8 @@ def examples(batch: RawBatch, features: Features, read_rows: ReadRows, to_exampl
     alone = RawBatch(batch.path, batch.first_line, batch.last_line, rows=batch.rows, chunk=batch.chunk,
                      header=batch.header)
     one_by_one = functools.partial(rows_of, alone, features, read_rows, to_example, null_tokens)
-    if batch.table is None:
-        yield from one_by_one()
+    if batch.table is None or any(name not in features for name in batch.table.column_names):
+        yield from one_by_one()  # a column the features lack is named row by row
         return
     try:
         table = cast_table(batch.table, features, null_tokens, text)
@@ -127,8 +127,8 @@ def _parsed(text: str, feature: Value) -> Any:
 
 
 def cast_table(table: pa.Table, features: Features, null_tokens: NullTokens, text: bool) -> pa.Table:
-    """`table` (text columns when `text`) cast to the features column by column; columns the
-    features do not name are kept, for the check to name them.
+    """`table` (text columns when `text`, every one named by the features) cast to the features
+    column by column.
 
     Raises:
       NeedsRows: a column only a row-by-row read converts. ArrowException, ValueError: a
@@ -138,18 +138,14 @@ def cast_table(table: pa.Table, features: Features, null_tokens: NullTokens, tex
     for name, feature in features.items():
         if name in table.column_names:
             column = table.column(name).combine_chunks()
-            arrays.append(_cast_text(column, feature, null_tokens.of(name)) if text else _cast_json(column, feature))
+            arrays.append(_cast_text(column, feature, null_tokens.tokens_for(name)) if text else _cast_json(column, feature))
         else:
             arrays.append(pa.nulls(table.num_rows))
         names.append(name)
-    for name in table.column_names:
-        if name not in features:
-            arrays.append(table.column(name))
-            names.append(name)
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _cast_text(column: pa.Array, feature: Feature, tokens: frozenset[str]) -> pa.Array:
+def _cast_text(column: pa.Array, feature: Feature, tokens: Sequence[str]) -> pa.Array:
     if feature.nullable:
         nulls = pc.is_in(column, value_set=pa.array(sorted(tokens), pa.string()))
         column = pc.if_else(nulls, pa.scalar(None, pa.string()), column)
@@ -178,7 +174,9 @@ def _cast_text(column: pa.Array, feature: Feature, tokens: frozenset[str]) -> pa
 
 
 def _unsigned(column: pa.Array) -> pa.Array:
-    """Numbers as text without a leading `+`, which Python reads and Arrow does not."""
+    """Numbers as text without the spaces around them and a leading `+`, which pandas reads and Arrow does not."""
+    if pc.any(pc.match_substring_regex(column, r"^[ \t]|[ \t]$")).as_py():
+        column = pc.utf8_trim(column, " \t")
     return pc.replace_substring_regex(column, r"^\+", "") if pc.any(pc.starts_with(column, "+")).as_py() else column
 
 
@@ -204,6 +202,6 @@ def _cast_json(column: pa.Array, feature: Feature) -> pa.Array:
     if isinstance(feature, SequenceFeature) and (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
         items = _cast_json(column.values, feature.feature)
         return type(column).from_arrays(column.offsets, items, mask=column.is_null())
-    if isinstance(feature, (Image, Video, Audio)):
+    if isinstance(feature, (Image, Video, Audio, Json)):
         raise NeedsRows(feature)
     return column

@@ -17,7 +17,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -26,9 +26,10 @@ import pyarrow.csv as pa_csv
 from beam_shards.display import few, short_repr
 from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
                                   Video, temporal_type)
+from beam_shards.features import Json
+from beam_shards.inference import NullTokens
 from pipelines import common, lines, nesting, raw_batches, tabular
 from pipelines.cast_batches import conform
-from pipelines.null_tokens import NullTokens
 
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
@@ -154,7 +155,7 @@ def guess_value(cell: str) -> Any:
     return cell
 
 
-def cell_value(cell: str, feature: Feature, column: str, null_tokens: frozenset[str] = frozenset({""})) -> Any:
+def cell_value(cell: str, feature: Feature, column: str, null_tokens: Sequence[str] = ("",)) -> Any:
     """A cell read as `feature` declares (a null token is null where the feature allows it).
     Raises ValueError naming the column and the cell."""
     if cell in null_tokens and feature.nullable:
@@ -164,6 +165,8 @@ def cell_value(cell: str, feature: Feature, column: str, null_tokens: frozenset[
     try:
         if isinstance(feature, ClassLabel):
             return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
+        if isinstance(feature, Json):
+            return nesting.loads(cell)
         if isinstance(feature, (SequenceFeature, Array, Struct)):
             value = nesting.loads(cell)
             if not isinstance(value, dict if isinstance(feature, Struct) else list):
@@ -206,8 +209,8 @@ def _scalar(cell: str, feature: Value) -> Any:
 
 def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens | None = None) -> dict[str, Any]:
     """A row's cells read as the features declare; raises ValueError naming the column."""
-    null_tokens = null_tokens or NullTokens()
-    return {name: cell_value(cell, features[name], name, null_tokens.of(name)) if name in features else cell
+    null_tokens = null_tokens or NullTokens.parse(None)
+    return {name: cell_value(cell, features[name], name, null_tokens.tokens_for(name)) if name in features else cell
             for name, cell in row.items()}
 
 

@@ -56,7 +56,7 @@ def _infer(args: argparse.Namespace) -> int:
     from pipelines import common  # Beam and the pipelines load only for this command
 
     files = common.input_files(parser, args.input)
-    widened: dict[str, str] = {}
+    widened: list[str] = []
     with common.inferring(parser, files):
         if fmt in ("csv", "jsonl"):
             features, widened = _tabular_features(fmt, files, args)
@@ -67,21 +67,18 @@ def _infer(args: argparse.Namespace) -> int:
         else:
             features = _tfrecord_features(args)
     print(json.dumps(features.to_dict(), indent=2))
-    for name, kinds in widened.items():
-        print(f"column {name!r} holds {kinds} values: widened to {features[name]!r}", file=sys.stderr)
+    for line in widened:
+        print(f"widened {line}", file=sys.stderr)
     return 0
 
 
 def _tabular_features(fmt: str, files: list[str], args: argparse.Namespace):
-    from beam_shards import FeatureError
     from pipelines import csv, jsonl, tabular
 
-    fmt_module = csv if fmt == "csv" else jsonl
-    inference = tabular.Inference(fmt_module.FORMAT, args)
-    summary = tabular.summary_of_files(fmt_module.FORMAT, files, inference, args.infer_rows)
-    if not summary.rows and summary.problem is None:
-        raise FeatureError(fmt_module.FORMAT.empty_hint(files))
-    return inference.features(summary), summary.widened()
+    tabular_format = (csv if fmt == "csv" else jsonl).FORMAT
+    summarize = tabular.summarizer_of(tabular_format, args)
+    summary = tabular.summary_of_files(tabular_format, files, summarize, args.infer_rows)
+    return tabular.features_of_summary(summary, tabular_format, files, summarize)
 
 
 def _tfrecord_features(args: argparse.Namespace):

@@ -20,9 +20,9 @@ import pyarrow.json as pa_json
 
 from beam_shards.features import Features
 from beam_shards.format import MAX_DEPTH, json_text_depth
+from beam_shards.inference import NullTokens
 from pipelines import common, lines, nesting, tabular
 from pipelines.cast_batches import conform_row
-from pipelines.null_tokens import NullTokens
 
 # 19 digits in a row: a number an int64 may not hold (or text that looks like one).
 _LONG_NUMBER = re.compile(rb"\d{19}")

@@ -12,19 +12,25 @@ fit goes row by row, so a bad row is named by file, line and column.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import apache_beam as beam
 
 from beam_shards import FeatureError, Features, Manifest
+from beam_shards.inference import (DEFAULT_IMAGE_COLUMN, NullTokens, features_of, merge as merge_kinds,
+                                   summarize_table, summarize_values)
 from beam_shards.units import count_flag
-from pipelines import common, summaries
+from pipelines import common
 from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
-from pipelines.null_tokens import NullTokens
 from pipelines.opening import open_input
 from pipelines.raw_batches import ParseChunk, RawBatch, ReadRows, read_file
-from pipelines.summaries import DEFAULT_IMAGE_COLUMN, Summary
+from pipelines.summaries import Summarizer, Summary, first_rows, merge, one_column
+
+# What Beam adds to the message of an error raised in one of its steps.
+_BEAM_STEP = re.compile(r" \[while running '[^']*'\]")
 
 __all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "infer_features", "open_input", "parent", "resolve_paths"]
 
@@ -91,16 +97,17 @@ class TabularFormat:
 
 def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str] | None = None,
                    label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
-    """Features for rows of JSON values (`summaries.features_of` of them), the classes of
+    """Features for rows of JSON values (`inference.features_of` of them), the classes of
     `label_column` from `label_values`.
 
     Raises:
       FeatureError: no rows, a named column missing, or a column no one feature holds.
     """
-    summarize = summaries.Summarizer(False, label_column=label_column, image_candidates=[DEFAULT_IMAGE_COLUMN])
-    summary = summarize(RawBatch("rows", 1, len(rows), rows=list(enumerate(rows, start=1))))
-    summary.labels = {value for value in label_values if value is not None}
-    return summaries.features_of(summary, image_columns=image_columns, label_column=label_column)
+    kinds = summarize_table(rows)
+    if label_column in kinds.fields:
+        labels = summarize_values(list(label_values), labels=True)
+        kinds.fields[label_column] = dataclasses.replace(kinds.fields[label_column], labels=labels.labels)
+    return features_of(kinds, image_columns=image_columns, label_column=label_column)[0]
 
 
 def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) -> None:
@@ -124,73 +131,43 @@ def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) ->
                                  "(NA, N/A, NaN, null, None, #N/A...); COLUMN=TOKEN adds one for a column alone")
 
 
-class Inference:
-    """How a pipeline infers features: the summaries of raw batches and the features of their merge."""
-
-    def __init__(self, tabular: TabularFormat, args: argparse.Namespace):
-        self.text = tabular.text
-        self.null_tokens = NullTokens.from_flags(getattr(args, "na_values", None))
-        # --image_column '' names none; without the flag, `image` if it holds image paths.
-        self.image_columns = None if args.image_column is None else [name for name in args.image_column if name]
-        self.label_column = args.label_column
-        self.summarize = summaries.Summarizer(tabular.text, self.null_tokens, args.label_column,
-                                              [DEFAULT_IMAGE_COLUMN] if self.image_columns is None else [])
-
-    def features(self, summary: Summary) -> Features:
-        """The features of the rows `summary` sums up (raises FeatureError)."""
-        return summaries.features_of(summary, image_columns=self.image_columns, label_column=self.label_column,
-                                     text=self.text)
+def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarizer:
+    """How a pipeline run with `args` sums up raw batches and makes features of them."""
+    try:
+        null_tokens = NullTokens.parse(getattr(args, "na_values", None))
+    except ValueError as error:
+        raise FeatureError(f"--na_values: {error}") from None
+    # --image_column '' names none; without the flag, `image` if it holds image paths.
+    image_columns = None if args.image_column is None else [name for name in args.image_column if name]
+    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns)
 
 
-def summary_of_files(tabular: TabularFormat, files: list[str], inference: Inference,
+def summary_of_files(tabular: TabularFormat, files: list[str], summarize: Summarizer,
                      limit: int | None = None) -> Summary:
-    """The summary of every row of `files` (only the first `limit` rows for types; the label's
-    classes still from every row)."""
-    summary, rest = summaries.Summary(), summaries.Summary()
+    """The summary of every row of `files`: only the first `limit` rows for the types, and
+    the label's classes still from every row."""
+    summary, rest = Summary(), Summary()
     for path in files:
         for batch in tabular.read_file(path):
             if limit is not None and summary.rows >= limit:
-                if not inference.label_column:
+                if not summarize.label_column:
                     return summary
-                rest = summaries.merge(rest, inference.summarize(_only(batch, inference.label_column)))
+                rest = merge(rest, summarize(one_column(batch, summarize.label_column)))
                 continue
-            if limit is not None:
-                batch = _first(batch, limit - summary.rows)
-            summary = summaries.merge(summary, inference.summarize(batch))
-    summary.labels |= rest.labels
-    summary.nulls |= rest.nulls & {inference.label_column}
+            summary = merge(summary, summarize(batch if limit is None else first_rows(batch, limit - summary.rows)))
+    label = summarize.label_column
+    if label in rest.kinds.fields and label in summary.kinds.fields:
+        summary.kinds.fields[label] = merge_kinds(summary.kinds.fields[label], rest.kinds.fields[label])
     return summary
 
 
-def _first(batch: RawBatch, rows: int) -> RawBatch:
-    """The batch's first `rows` rows (read ones: bad rows do not count)."""
-    if batch.table is not None:
-        return RawBatch(batch.path, batch.first_line, batch.last_line, table=batch.table.slice(0, rows))
-    kept, count = [], 0
-    for line, raw in batch.rows:
-        if count == rows:
-            break
-        kept.append((line, raw))
-        count += not isinstance(raw, common.Malformed)
-    return RawBatch(batch.path, batch.first_line, batch.last_line, rows=kept)
-
-
-def _only(batch: RawBatch, column: str) -> RawBatch:
-    """The batch with one column alone."""
-    if batch.table is not None:
-        table = batch.table.select([column]) if column in batch.table.column_names else batch.table.select([])
-        return RawBatch(batch.path, batch.first_line, batch.last_line, table=table)
-    rows = [(line, raw if isinstance(raw, common.Malformed) else {key: raw[key] for key in raw if key == column})
-            for line, raw in batch.rows]
-    return RawBatch(batch.path, batch.first_line, batch.last_line, rows=rows)
-
-
-def infer_from_files(tabular: TabularFormat, files: list[str], inference: Inference, limit: int | None) -> Features:
-    """The features of `files`, read here (raises FeatureError, naming the files when they hold no row)."""
-    summary = summary_of_files(tabular, files, inference, limit)
+def features_of_summary(summary: Summary, tabular: TabularFormat, files: list[str],
+                        summarize: Summarizer) -> tuple[Features, list[str]]:
+    """The features of the rows of `files` that `summary` sums up, and the lines naming the
+    columns that widened (raises FeatureError, naming the files when they hold no row)."""
     if not summary.rows and summary.problem is None:
         raise FeatureError(f"{tabular.empty_hint(files)}; give --features (with --allow_empty) to publish no rows")
-    return inference.features(summary)
+    return summarize.features(summary)
 
 
 class _CastFn(beam.DoFn):
@@ -205,21 +182,66 @@ class _CastFn(beam.DoFn):
                             self._format.text)
 
 
+class _SummarizeFn(beam.CombineFn):
+    """Merges the summaries of raw batches into the summary of every row."""
+
+    def __init__(self, summarize: Summarizer):
+        self._summarize = summarize
+
+    def create_accumulator(self) -> Summary:
+        return Summary()
+
+    def add_input(self, summary: Summary, batch: RawBatch) -> Summary:
+        return merge(summary, self._summarize(batch))
+
+    def merge_accumulators(self, accumulators: Iterable[Summary]) -> Summary:
+        merged = Summary()
+        for summary in accumulators:
+            merged = merge(merged, summary)
+        return merged
+
+    def extract_output(self, summary: Summary) -> Summary:
+        return summary
+
+
+def _features(summary: Summary, tabular: TabularFormat, files: list[str], summarize: Summarizer) -> Features:
+    return features_of_summary(summary, tabular, files, summarize)[0]
+
+
 def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
-    """Runs the index-file pipeline of `tabular` with command-line flags `argv`."""
+    """Runs the index-file pipeline of `tabular` with command-line flags `argv`.
+
+    Without `--features` or `--infer_rows`, the features are a Beam combine of the summaries
+    of the raw batches the cast reads too: every row is read once.
+    """
     args, options = common.parse_args(parser, argv)
     files = common.input_files(parser, args.input)
-    inference = Inference(tabular, args)
+    with common.inferring(parser, files):
+        summarize = summarizer_of(tabular, args)
     features = common.given_features(parser, args)
-    if features is None:
+    if features is None and args.infer_rows is not None:
         with common.inferring(parser, files):
-            features = infer_from_files(tabular, files, inference, args.infer_rows)
+            features = features_of_summary(summary_of_files(tabular, files, summarize, args.infer_rows), tabular,
+                                           files, summarize)[0]
 
-    def read(pipeline: beam.Pipeline) -> beam.PCollection:
-        return (pipeline
-                | "IndexFiles" >> beam.Create(files)
-                | "ReadBatches" >> beam.FlatMap(tabular.read_file)
-                | "Spread" >> beam.Reshuffle()
-                | "Cast" >> beam.ParDo(_CastFn(tabular, inference.null_tokens), features))
+    def read(pipeline: beam.Pipeline) -> Any:
+        batches = (pipeline
+                   | "IndexFiles" >> beam.Create(files)
+                   | "ReadBatches" >> beam.FlatMap(tabular.read_file)
+                   | "Spread" >> beam.Reshuffle())
+        cast = _CastFn(tabular, summarize.null_tokens)
+        if features is not None:
+            return batches | "Cast" >> beam.ParDo(cast, features)
+        made = (batches
+                | "Summarize" >> beam.CombineGlobally(_SummarizeFn(summarize))
+                | "Features" >> beam.Map(_features, tabular, files, summarize))
+        return batches | "Cast" >> beam.ParDo(cast, beam.pvalue.AsSingleton(made)), made
 
-    return common.run_pipeline(options, args, read, features, {"pipeline": tabular.name, "input": args.input})
+    metadata = {"pipeline": tabular.name, "input": args.input}
+    if features is not None:
+        return common.run_pipeline(options, args, read, features, metadata)
+    with common.inferring(parser, files):
+        try:
+            return common.run_pipeline(options, args, read, None, metadata)
+        except FeatureError as error:  # inferred as the pipeline ran: Beam names its step in the message
+            raise FeatureError(_BEAM_STEP.sub("", str(error))) from None

@@ -26,8 +26,8 @@ FLOORS = {
 # The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,
 # `common` (their face), then what reads each input format.
 PIPELINE_FLOORS = {
-    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "opening": 0, "null_tokens": 0,
-    "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1, "column_kinds": 1,
+    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "opening": 0,
+    "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1,
     "write": 2, "inference": 2, "raw_batches": 2,
     "running": 3, "cast_batches": 3, "summaries": 3,
     "common": 4,

@@ -14,7 +14,7 @@ import pytest
 
 from beam_shards import FeatureError, Features, ShardedDataset, Value
 from pipelines import common, csv as csv_pipeline, jsonl, summaries
-from pipelines.null_tokens import NullTokens
+from pipelines.raw_batches import RawBatch
 
 from _paths import REPO
 
@@ -122,13 +122,13 @@ def test_a_key_missing_where_the_features_require_it_names_the_line_and_the_fiel
     assert "m.jsonl, line 2" in str(raised.value) and "'b'" in str(raised.value)
 
 
-def test_na_values_replace_the_defaults_and_add_per_column(tmp_path):
-    (tmp_path / "m.csv").write_text("name,weight\nNA,-1\nx,-\nNone,3\n")
-    manifest = convert(csv_pipeline, tmp_path / "m.csv", tmp_path / "out", "--na_values", "-", "weight=-1")
+def test_na_values_replace_the_defaults_and_per_column(tmp_path):
+    (tmp_path / "m.csv").write_text("name,weight\nNA,-1\n-,-\nNone,3\n")
+    manifest = convert(csv_pipeline, tmp_path / "m.csv", tmp_path / "out", "--na_values", "-", "weight=-1",
+                       "weight=-")
     assert manifest.features["weight"] == Value("int64", nullable=True)
     assert list(ShardedDataset(str(tmp_path / "out"))) == [
-        {"name": "NA", "weight": None}, {"name": "x", "weight": None}, {"name": "None", "weight": 3}]
-    assert sorted(NullTokens.from_flags(["-", "weight=-1"]).of("weight")) == ["", "-", "-1"]
+        {"name": "NA", "weight": None}, {"name": None, "weight": None}, {"name": "None", "weight": 3}]
 
 
 def test_with_features_na_is_null_where_nullable_and_text_elsewhere(tmp_path):
@@ -148,15 +148,14 @@ def test_label_classes_come_from_every_row_in_the_same_read(tmp_path):
     assert [row["label"] for row in ShardedDataset(str(tmp_path / "out"))][-1] == 1
 
 
-def test_numbers_and_text_in_one_column_widen_to_text_and_are_named(tmp_path):
+def test_numbers_and_text_in_one_column_widen_to_text_and_are_named():
     summarize = summaries.Summarizer(False)
-    from pipelines.raw_batches import RawBatch
-
     first = summarize(RawBatch("m.jsonl", 1, 1, rows=[(1, {"v": 1})]))
-    second = summarize(RawBatch("m.jsonl", 2, 2, rows=[(2, {"v": "one"})]))
+    second = summarize(RawBatch("m.jsonl", 2, 2, rows=[(2, {"v": "one"}), (3, common.Malformed("bad"))]))
     merged = summaries.merge(second, first)
-    assert summaries.features_of(merged)["v"] == Value("string", nullable=True)
-    assert merged.widened() == {"v": "int and string"}
+    features, widened = summarize.features(merged)
+    assert features["v"] == Value("string", nullable=True) and widened == ["v: ints and strings -> string"]
+    assert merged.problem == ("m.jsonl", 3, "bad")
 
 
 def test_no_row_to_infer_from_is_a_usage_error(tmp_path, capsys):
@@ -164,8 +163,8 @@ def test_no_row_to_infer_from_is_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         convert(csv_pipeline, tmp_path / "m.csv", tmp_path / "out")
     assert exit_info.value.code == 2 and "holds no row after its header" in capsys.readouterr().err
-    with pytest.raises(FeatureError, match="no rows"):
-        summaries.features_of(summaries.Summary())
+    with pytest.raises(FeatureError, match="no row could be read: m.jsonl, line 2: bad"):
+        summaries.Summarizer(False).features(summaries.Summary(problem=("m.jsonl", 2, "bad")))
 
 
 def test_beam_shards_infer_prints_a_features_file_the_pipeline_takes(tmp_path):
