@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -138,21 +138,21 @@ def cast_table(table: pa.Table, features: Features, null_tokens: NullTokens, tex
     for name, feature in features.items():
         if name in table.column_names:
             column = table.column(name).combine_chunks()
-            arrays.append(_cast_text(column, feature, null_tokens.tokens_for(name)) if text else _cast_json(column, feature))
+            if text and feature.nullable:
+                column = null_tokens.apply(name, column)
+            arrays.append(_cast_text(column, feature) if text else _cast_json(column, feature))
         else:
             arrays.append(pa.nulls(table.num_rows))
         names.append(name)
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _cast_text(column: pa.Array, feature: Feature, tokens: Sequence[str]) -> pa.Array:
-    if feature.nullable:
-        nulls = pc.is_in(column, value_set=pa.array(sorted(tokens), pa.string()))
-        column = pc.if_else(nulls, pa.scalar(None, pa.string()), column)
+def _cast_text(column: pa.Array, feature: Feature) -> pa.Array:
+    """CSV cells (null tokens already null) as the feature's values, or raises."""
     if isinstance(feature, ClassLabel):
         if feature.names:
             return column
-        return pc.cast(_unsigned(column), pa.int64())
+        return pc.cast(column, pa.int64())
     if not isinstance(feature, Value):
         raise NeedsRows(feature)
     dtype = feature.dtype
@@ -166,18 +166,18 @@ def _cast_text(column: pa.Array, feature: Feature, tokens: Sequence[str]) -> pa.
         if pc.any(pc.and_(column.is_valid(), pc.invert(pc.or_(true, false)))).as_py():
             raise ValueError("a cell that is not a bool")
         return pc.if_else(column.is_valid(), true, pa.scalar(None, pa.bool_()))
-    if dtype.startswith(("int", "uint")):
-        return pc.cast(_unsigned(column), pa.int64() if dtype.startswith("int") else pa.uint64())
-    if dtype.startswith("float"):
-        return pc.cast(_unsigned(column), pa.float64())
+    if dtype.startswith(("int", "uint", "float")):
+        number = pa.int64() if dtype.startswith("int") else pa.uint64() if dtype.startswith("uint") else pa.float64()
+        try:
+            return pc.cast(column, number)
+        except pa.ArrowInvalid:
+            return pc.cast(_unsigned(column), number)
     return pc.cast(column, feature.arrow_type())
 
 
 def _unsigned(column: pa.Array) -> pa.Array:
     """Numbers as text without the spaces around them and a leading `+`, which pandas reads and Arrow does not."""
-    if pc.any(pc.match_substring_regex(column, r"^[ \t]|[ \t]$")).as_py():
-        column = pc.utf8_trim(column, " \t")
-    return pc.replace_substring_regex(column, r"^\+", "") if pc.any(pc.starts_with(column, "+")).as_py() else column
+    return pc.replace_substring_regex(pc.utf8_trim(column, " \t"), r"^\+", "")
 
 
 def _cast_json(column: pa.Array, feature: Feature) -> pa.Array:

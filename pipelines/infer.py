@@ -68,7 +68,7 @@ def _infer(args: argparse.Namespace) -> int:
             features = _tfrecord_features(args)
     print(json.dumps(features.to_dict(), indent=2))
     for line in widened:
-        print(f"widened {line}", file=sys.stderr)
+        print(f"Widened column {line}", file=sys.stderr)
     return 0
 
 

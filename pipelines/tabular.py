@@ -22,6 +22,7 @@ import apache_beam as beam
 from beam_shards import FeatureError, Features, Manifest
 from beam_shards.inference import (DEFAULT_IMAGE_COLUMN, NullTokens, features_of, merge as merge_kinds,
                                    summarize_table, summarize_values)
+from beam_shards.terminal import say
 from beam_shards.units import count_flag
 from pipelines import common
 from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
@@ -205,7 +206,17 @@ class _SummarizeFn(beam.CombineFn):
 
 
 def _features(summary: Summary, tabular: TabularFormat, files: list[str], summarize: Summarizer) -> Features:
-    return features_of_summary(summary, tabular, files, summarize)[0]
+    """The features of the combined summary; the columns that widened are named on standard
+    output (where the step runs: this terminal, on a local run), as the run's summary is."""
+    features, widened = features_of_summary(summary, tabular, files, summarize)
+    say_widened(widened)
+    return features
+
+
+def say_widened(widened: list[str]) -> None:
+    """Names the columns whose values widened (ints and floats, numbers and text...), one line each."""
+    for line in widened:
+        say(f"Widened column {line}")
 
 
 def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
@@ -221,8 +232,9 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
     features = common.given_features(parser, args)
     if features is None and args.infer_rows is not None:
         with common.inferring(parser, files):
-            features = features_of_summary(summary_of_files(tabular, files, summarize, args.infer_rows), tabular,
-                                           files, summarize)[0]
+            features, widened = features_of_summary(summary_of_files(tabular, files, summarize, args.infer_rows),
+                                                    tabular, files, summarize)
+        say_widened(widened)
 
     def read(pipeline: beam.Pipeline) -> Any:
         batches = (pipeline

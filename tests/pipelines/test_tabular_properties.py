@@ -100,9 +100,17 @@ def test_random_tables_convert_value_for_value(tmp_path_factory, table):
     root = tmp_path_factory.mktemp("table")
     (root / "t.csv").write_text(csv_text(names, rows), encoding="utf-8")
     (root / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    reference = pd.read_csv(root / "t.csv", dtype=str, keep_default_na=True)
-    convert(csv_pipeline, root / "t.csv", root / "csv")
-    read = list(ShardedDataset(str(root / "csv")))
+    try:
+        reference = pd.read_csv(root / "t.csv", dtype=str, keep_default_na=True)
+    except pd.errors.EmptyDataError:  # one column, every cell empty: every line is blank
+        reference = pd.DataFrame(columns=names)
+    if reference.empty:
+        with pytest.raises(SystemExit):  # no row to infer from: a usage error
+            convert(csv_pipeline, root / "t.csv", root / "csv")
+        read = []
+    else:
+        convert(csv_pipeline, root / "t.csv", root / "csv")
+        read = list(ShardedDataset(str(root / "csv")))
     assert len(read) == len(reference)
     for ours, theirs in zip(read, reference.to_dict("records")):
         for name in names:

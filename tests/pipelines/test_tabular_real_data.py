@@ -45,13 +45,14 @@ def test_palmerpenguins_na_markers_are_null_like_pandas(tmp_path):
          for name, value in row.items()} for row in expected.to_dict("records")]
 
 
-def test_a_float_late_in_a_column_of_ints_widens_it(tmp_path):
+def test_a_float_late_in_a_column_of_ints_widens_it_and_the_run_says_so(tmp_path, capsys):
     rows = [{"name": f"car {i}", "mpg": 18 + i % 7} for i in range(406)]
     rows[193]["mpg"] = 27.5  # line 194; cars.jsonl turned at line 195
     rows[194]["mpg"] = 31.9
     (tmp_path / "cars.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     manifest = convert(jsonl, tmp_path / "cars.jsonl", tmp_path / "out")
     assert manifest.features["mpg"] == Value("float64", nullable=True)
+    assert "Widened column mpg: ints and floats -> float64" in capsys.readouterr().out
     assert [row["mpg"] for row in ShardedDataset(str(tmp_path / "out"))] == [float(row["mpg"]) for row in rows]
 
 
