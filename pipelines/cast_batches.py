@@ -169,9 +169,12 @@ def _cast_text(column: pa.Array, feature: Feature) -> pa.Array:
     if dtype.startswith(("int", "uint", "float")):
         number = pa.int64() if dtype.startswith("int") else pa.uint64() if dtype.startswith("uint") else pa.float64()
         try:
-            return pc.cast(column, number)
+            numbers = pc.cast(column, number)
         except pa.ArrowInvalid:
-            return pc.cast(_unsigned(column), number)
+            numbers = pc.cast(_unsigned(column), number)
+        if number == pa.float64() and pc.any(pc.is_inf(numbers)).as_py():
+            raise ValueError("a number past float64")  # or an inf: the rows say which
+        return numbers
     return pc.cast(column, feature.arrow_type())
 
 

@@ -16,6 +16,7 @@ import collections
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
@@ -204,7 +205,10 @@ def _scalar(cell: str, feature: Value) -> Any:
         raise ValueError(cell)
     if dtype.startswith(("int", "uint")):
         return int(cell)
-    return float(cell)
+    number = float(cell)
+    if math.isinf(number) and "inf" not in cell.lower():
+        raise ValueError(f"{cell} is past the largest float")
+    return number
 
 
 def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens | None = None) -> dict[str, Any]:

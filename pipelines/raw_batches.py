@@ -26,6 +26,8 @@ from pipelines.opening import open_input, read_range
 
 # Rows the Python readers put in one raw batch.
 PYTHON_BATCH_ROWS = 1024
+# A chunk of more columns is read row by row: Arrow's costs per column are for tables, not rows of 100,000 keys.
+MAX_ARROW_COLUMNS = 4096
 # A format's pyarrow reader: a chunk's bytes and the header's column names (None: no header) to a table.
 ParseChunk = Callable[[bytes, "list[str] | None"], pa.Table]
 ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
@@ -85,6 +87,8 @@ def read_file(path: str, read_rows: ReadRows, parse_chunk: ParseChunk, header: b
                 return
             try:
                 table = parse_chunk(chunk.data, names)
+                if table.num_columns > MAX_ARROW_COLUMNS:
+                    raise ValueError("too many columns for a table")
                 table.validate(full=True)  # pyarrow's JSON reader does not check UTF-8
                 _check_row_bytes(table, len(chunk.data))
             except (pa.ArrowException, ValueError):

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_shards import FeatureError, Features
+from beam_shards.features import MAX_DEPTH, json_text_depth
 from beam_shards.inference import Kinds, NullTokens, features_of, merge as merge_kinds, summarize_table
 from pipelines.bad_inputs import Malformed
 from pipelines.raw_batches import RawBatch
@@ -48,14 +50,19 @@ class Summarizer:
       null_tokens: the CSV cells that are null.
       label_column: the column made a ClassLabel of every class its rows hold.
       image_columns: the columns of image paths; None: the column `image` when it holds them.
+      classes: the label's class names when the run pins them (`--classes`), else None.
+      skip_bad: a label outside `classes` is a bad input of its row, not an error.
     """
 
     def __init__(self, text: bool, null_tokens: NullTokens | None = None, label_column: str | None = None,
-                 image_columns: Sequence[str] | None = None):
+                 image_columns: Sequence[str] | None = None, classes: Sequence[str] | None = None,
+                 skip_bad: bool = False):
         self.text = text
         self.null_tokens = null_tokens or NullTokens.parse(None)
         self.label_column = label_column
         self.image_columns = image_columns
+        self.classes = classes
+        self.skip_bad = skip_bad
 
     def __call__(self, batch: RawBatch) -> Summary:
         origin = (batch.path, batch.first_line)
@@ -70,7 +77,7 @@ class Summarizer:
             names = list(dict.fromkeys(name for row in good for name in row))
             table = pa.table({name: pa.array([row.get(name) for row in good], pa.string()) for name in names})
         if self.text:
-            table = pa.table({name: self.null_tokens.apply(name, column.combine_chunks())
+            table = pa.table({name: _without_deep_json(self.null_tokens.apply(name, column.combine_chunks()))
                               for name, column in zip(table.column_names, table.columns)})
         return Summary(summarize_table(table, cells=self.text, label_columns=labels, origin=origin), problem)
 
@@ -83,7 +90,19 @@ class Summarizer:
         if not summary.rows and summary.problem is not None:
             path, line, reason = summary.problem
             raise FeatureError(f"no row could be read: {path}, line {line}: {reason}")
-        return features_of(summary.kinds, image_columns=self.image_columns, label_column=self.label_column)
+        return features_of(summary.kinds, image_columns=self.image_columns, label_column=self.label_column,
+                           classes=self.classes, skip_bad=self.skip_bad)
+
+
+def _without_deep_json(cells: pa.Array) -> pa.Array:
+    """CSV cells with the JSON ones nested past `MAX_DEPTH` made null: bad inputs the conversion
+    names (by file, line and column), not text that would make the column a string."""
+    looks = pc.fill_null(pc.match_substring_regex(cells, r"^\s*[\[{]"), False)
+    if not pc.any(looks).as_py():
+        return cells
+    deep = [looking and json_text_depth(cell.encode("utf-8", "surrogatepass")) > MAX_DEPTH
+            for looking, cell in zip(looks.to_pylist(), cells.to_pylist())]
+    return pc.if_else(pa.array(deep), pa.scalar(None, pa.string()), cells) if any(deep) else cells
 
 
 def first_rows(batch: RawBatch, rows: int) -> RawBatch:

@@ -15,7 +15,7 @@ import argparse
 import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import apache_beam as beam
 
@@ -140,7 +140,9 @@ def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarize
         raise FeatureError(f"--na_values: {error}") from None
     # --image_column '' names none; without the flag, `image` if it holds image paths.
     image_columns = None if args.image_column is None else [name for name in args.image_column if name]
-    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns)
+    # --classes / --classes_from, where the parser takes them, pin the label's classes.
+    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns, getattr(args, "classes", None),
+                      getattr(args, "skip_bad", False))
 
 
 def summary_of_files(tabular: TabularFormat, files: list[str], summarize: Summarizer,
@@ -208,9 +210,16 @@ class _SummarizeFn(beam.CombineFn):
 def _features(summary: Summary, tabular: TabularFormat, files: list[str], summarize: Summarizer) -> Features:
     """The features of the combined summary; the columns that widened are named on standard
     output (where the step runs: this terminal, on a local run), as the run's summary is."""
-    features, widened = features_of_summary(summary, tabular, files, summarize)
+    try:
+        features, widened = features_of_summary(summary, tabular, files, summarize)
+    except FeatureError as error:
+        raise InferenceError(str(error)) from None
     say_widened(widened)
     return features
+
+
+class InferenceError(FeatureError):
+    """The features could not be inferred as the pipeline ran (a usage error, as before a run)."""
 
 
 def say_widened(widened: list[str]) -> None:
@@ -252,8 +261,8 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
     metadata = {"pipeline": tabular.name, "input": args.input}
     if features is not None:
         return common.run_pipeline(options, args, read, features, metadata)
-    with common.inferring(parser, files):
-        try:
-            return common.run_pipeline(options, args, read, None, metadata)
-        except FeatureError as error:  # inferred as the pipeline ran: Beam names its step in the message
+    try:
+        return common.run_pipeline(options, args, read, None, metadata)
+    except InferenceError as error:  # Beam names its step in the message
+        with common.inferring(parser, files):
             raise FeatureError(_BEAM_STEP.sub("", str(error))) from None

@@ -52,6 +52,11 @@ def test_a_float_late_in_a_column_of_ints_widens_it_and_the_run_says_so(tmp_path
     (tmp_path / "cars.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     manifest = convert(jsonl, tmp_path / "cars.jsonl", tmp_path / "out")
     assert manifest.features["mpg"] == Value("float64", nullable=True)
+    # CSV cells keep the spelling of each number, so the run names the column it widened.
+    (tmp_path / "cars.csv").write_text("name,mpg\n" + "".join(f"{row['name']},{row['mpg']}\n" for row in rows))
+    capsys.readouterr()
+    assert convert(csv_pipeline, tmp_path / "cars.csv", tmp_path / "csv").features["mpg"] == Value("float64",
+                                                                                                  nullable=True)
     assert "Widened column mpg: ints and floats -> float64" in capsys.readouterr().out
     assert [row["mpg"] for row in ShardedDataset(str(tmp_path / "out"))] == [float(row["mpg"]) for row in rows]
 
