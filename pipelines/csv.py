@@ -188,6 +188,8 @@ def _expected(feature: Feature) -> str:
         return "a JSON list"
     if isinstance(feature, Struct):
         return "a JSON object"
+    if isinstance(feature, Json):
+        return "JSON"
     return "a class id" if isinstance(feature, ClassLabel) else feature.dtype
 
 

@@ -128,8 +128,8 @@ def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) ->
                              "from every row, as the conversion reads them)")
     if text:
         parser.add_argument("--na_values", nargs="+", metavar="TOKEN",
-                            help="the cells that are null (an empty cell always is), replacing pandas' defaults "
-                                 "(NA, N/A, NaN, null, None, #N/A...); COLUMN=TOKEN adds one for a column alone")
+                            help="the cells that are null, instead of pandas' defaults ('', NA, N/A, NaN, null, None, "
+                                 "#N/A...); COLUMN=TOKEN gives a column exactly its own tokens (COLUMN= an empty cell)")
 
 
 def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarizer:
