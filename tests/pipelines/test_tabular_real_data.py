@@ -196,3 +196,22 @@ def test_beam_shards_infer_without_a_known_extension_asks_for_the_format(tmp_pat
     assert exit_info.value.code == 2 and "--format" in capsys.readouterr().err
     assert infer.main(["infer", str(tmp_path / "data.txt"), "--format", "jsonl"]) == 0
     assert json.loads(capsys.readouterr().out) == {"a": {"_type": "Value", "dtype": "int64", "nullable": True}}
+
+
+def test_beam_shards_infer_reads_parquet_and_tfrecord_as_their_pipelines_do(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines import infer, parquet, tfrecord
+    from test_tfrecord import row, write
+
+    pq.write_table(pa.table({"n": [1, 2], "s": ["x", None]}), tmp_path / "t.parquet")
+    assert infer.main(["infer", str(tmp_path / "t.parquet")]) == 0
+    assert Features.from_json(capsys.readouterr().out) == parquet.infer_features(
+        parquet.read_schema(str(tmp_path / "t.parquet")))
+    write(tmp_path / "t.tfrecord", [row(i) for i in range(4)])
+    assert infer.main(["infer", str(tmp_path / "t.tfrecord"), "--label_column", "label"]) == 0
+    printed = Features.from_json(capsys.readouterr().out)
+    converted = tfrecord.run(["--input", str(tmp_path / "t.tfrecord"), "--output", str(tmp_path / "out"),
+                              "--label_column", "label", "--runner=FnApiRunner", "--progress", "0"])
+    assert printed == converted.features
