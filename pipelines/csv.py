@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import collections
 import csv
+import io
 import json
+import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from beam_shards.display import few, short_repr
 from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
-                                  Video)
-from pipelines import common, lines, nesting, tabular
+                                  Video, temporal_type)
+from beam_shards.features import Json
+from beam_shards.inference import NullTokens
+from pipelines import common, lines, nesting, raw_batches, tabular
+from pipelines.cast_batches import conform
 
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
@@ -76,8 +84,20 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
             end = source.number  # and on, with a reader from the next line
         except (csv.Error, UnicodeDecodeError, _RowTooLong) as error:
             # The rest of the file cannot be split into rows reliably.
-            yield end + 1, common.Malformed(f"cannot be read as CSV from here on: {error}")
+            yield end + 1, raw_batches.Unsplittable(f"cannot be read as CSV from here on: {error}")
             return
+
+
+def parse_chunk(data: bytes, names: list[str] | None) -> pa.Table:
+    """Whole CSV rows (no header) as a table of text columns named `names`; pyarrow's
+    errors (a row of the wrong field count, bad UTF-8) raise."""
+    text = pa.string()
+    return pa_csv.read_csv(
+        io.BytesIO(data),
+        read_options=pa_csv.ReadOptions(column_names=names, use_threads=False, block_size=max(len(data), 1 << 20)),
+        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+        convert_options=pa_csv.ConvertOptions(column_types={name: text for name in names}, null_values=[],
+                                              strings_can_be_null=False, quoted_strings_can_be_null=False))
 
 
 class _LineTooLong(Exception):
@@ -136,22 +156,25 @@ def guess_value(cell: str) -> Any:
     return cell
 
 
-def cell_value(cell: str, feature: Feature, column: str) -> Any:
-    """A cell read as `feature` declares. Raises ValueError naming the column and the cell."""
-    if cell == "" and feature.nullable:
+def cell_value(cell: str, feature: Feature, column: str, null_tokens: Sequence[str] = ("",)) -> Any:
+    """A cell read as `feature` declares (a null token is null where the feature allows it).
+    Raises ValueError naming the column and the cell."""
+    if cell in null_tokens and feature.nullable:
         return None
     if isinstance(feature, (Image, Video)):
         return cell
     try:
         if isinstance(feature, ClassLabel):
             return int(cell) if _INT.match(cell) and cell not in (feature.names or ()) else cell
+        if isinstance(feature, Json):
+            return nesting.loads(cell)
         if isinstance(feature, (SequenceFeature, Array, Struct)):
             value = nesting.loads(cell)
             if not isinstance(value, dict if isinstance(feature, Struct) else list):
                 raise ValueError
-            return value
+            return conform(value, feature)
         if isinstance(feature, Value):
-            return _scalar(cell, feature.dtype)
+            return _scalar(cell, feature)
     except nesting.TooDeep as error:
         raise ValueError(f"column {column!r}: {error}") from None
     except ValueError:
@@ -165,10 +188,15 @@ def _expected(feature: Feature) -> str:
         return "a JSON list"
     if isinstance(feature, Struct):
         return "a JSON object"
+    if isinstance(feature, Json):
+        return "JSON"
     return "a class id" if isinstance(feature, ClassLabel) else feature.dtype
 
 
-def _scalar(cell: str, dtype: str) -> Any:
+def _scalar(cell: str, feature: Value) -> Any:
+    dtype = feature.dtype
+    if temporal_type(dtype) is not None:
+        return conform(cell, feature)
     if dtype == "string":
         return cell
     if dtype == "binary":
@@ -179,15 +207,21 @@ def _scalar(cell: str, dtype: str) -> Any:
         raise ValueError(cell)
     if dtype.startswith(("int", "uint")):
         return int(cell)
-    return float(cell)
+    number = float(cell)
+    if math.isinf(number) and "inf" not in cell.lower():
+        raise ValueError(f"{cell} is past the largest float")
+    return number
 
 
-def to_example(row: dict[str, str], features: Features) -> dict[str, Any]:
-    return {name: cell_value(cell, features[name], name) if name in features else cell for name, cell in row.items()}
+def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens | None = None) -> dict[str, Any]:
+    """A row's cells read as the features declare; raises ValueError naming the column."""
+    null_tokens = null_tokens or NullTokens.parse(None)
+    return {name: cell_value(cell, features[name], name, null_tokens.tokens_for(name)) if name in features else cell
+            for name, cell in row.items()}
 
 
 FORMAT = tabular.TabularFormat(
-    "csv", read_rows, to_example, guess_value,
+    "csv", read_rows, to_example, parse_chunk, text=True, infer_value=guess_value,
     description="Convert CSV index files (a header, then one example per row) into a cache.",
     example_file="data/train.csv")
 

@@ -9,12 +9,23 @@ from `--features features.json` or are inferred from the first rows; see
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+import pyarrow as pa
+import pyarrow.json as pa_json
+
 from beam_shards.features import Features
+from beam_shards.format import MAX_DEPTH, json_text_depth
+from beam_shards.inference import NullTokens
 from pipelines import common, lines, nesting, tabular
+from pipelines.cast_batches import conform_row
+
+# 19 digits in a row: a number an int64 may not hold (or text that looks like one).
+_LONG_NUMBER = re.compile(rb"\d{19}")
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
@@ -46,12 +57,41 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
         yield line_number, row
 
 
-def to_example(row: dict[str, Any], features: Features) -> dict[str, Any]:
-    return row
+def parse_chunk(data: bytes, names: list[str] | None = None) -> pa.Table:
+    """Whole JSON lines as a table, strings kept as text (pyarrow would read ISO dates as
+    timestamps). Raises where the Python reader must read the lines instead: pyarrow
+    refuses them (a line that is not an object, a key whose values change kind), they
+    nest past `nesting.MAX_DEPTH`, or a number has more digits than an int64 holds (which
+    pyarrow would read as a float)."""
+    if _LONG_NUMBER.search(data) or json_text_depth(data) > MAX_DEPTH:
+        raise ValueError("for the Python reader")
+    read_options = pa_json.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 20))
+    table = pa_json.read_json(io.BytesIO(data), read_options=read_options)
+    schema = pa.schema([field.with_type(_as_text(field.type)) for field in table.schema])
+    if schema != table.schema:
+        table = pa_json.read_json(io.BytesIO(data), read_options=read_options,
+                                  parse_options=pa_json.ParseOptions(explicit_schema=schema))
+    return table
+
+
+def _as_text(arrow_type: pa.DataType) -> pa.DataType:
+    """`arrow_type` with each timestamp in it made a string."""
+    if pa.types.is_timestamp(arrow_type):
+        return pa.string()
+    if pa.types.is_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_as_text(arrow_type.value_type)))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([field.with_type(_as_text(field.type)) for field in arrow_type])
+    return arrow_type
+
+
+def to_example(row: dict[str, Any], features: Features, null_tokens: NullTokens | None = None) -> dict[str, Any]:
+    """A JSON row in the form the features encode (`cast_batches.conform_row`)."""
+    return conform_row(row, features)
 
 
 FORMAT = tabular.TabularFormat(
-    "jsonl", read_rows, to_example,
+    "jsonl", read_rows, to_example, parse_chunk,
     description="Convert JSON Lines index files (one example per line) into a cache.",
     example_file="data/train.jsonl")
 

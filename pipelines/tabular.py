@@ -1,71 +1,78 @@
 """What the `jsonl` and `csv` pipelines share: one row per example in index files.
 
-A row holds text, numbers, bools, lists and nested objects, and image columns holding
-paths (relative to the index file, absolute, or a URI). Features are given as a JSON
-file or inferred from the first rows; `--label_column` makes one column a ClassLabel
-whose classes are read from every row. Index files are read whole by one worker each (they hold
-paths, not images); the rows are then spread out, so images are read in parallel.
+A row holds text, numbers, bools, dates, lists and nested objects, and image columns
+holding paths (relative to the index file, absolute, or a URI). Each file is read in
+chunks of whole rows by pyarrow's readers (`raw_batches`); without a `--features` file
+the features come from every row (or the first `--infer_rows`): per-batch summaries of
+each column's kinds (`summaries`), merged. Each batch is then cast to the features
+column by column (`cast_batches`) and handed to the sink whole; a batch that does not
+fit goes row by row, so a bad row is named by file, line and column.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import gzip
-import io
-import os
-import posixpath
+import dataclasses
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import apache_beam as beam
 
-from beam_shards import Feature, FeatureError, Features, Image, Manifest, Sequence as SequenceFeature, Struct, Value
-from beam_shards.display import few
-from beam_shards.storage import fs
+from beam_shards import FeatureError, Features, Manifest
+from beam_shards.inference import (DEFAULT_IMAGE_COLUMN, NullTokens, features_of, merge as merge_kinds,
+                                   summarize_table, summarize_values)
+from beam_shards.terminal import say
 from beam_shards.units import count_flag
 from pipelines import common
-from pipelines.where import Where
+from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
+from pipelines.opening import open_input
+from pipelines.raw_batches import ParseChunk, RawBatch, ReadRows, read_file
+from pipelines.summaries import Summarizer, Summary, first_rows, merge, one_column
 
-# A format reads (line number, raw row or Malformed) from a file, and turns a raw row
-# into an example for given features (raising ValueError).
-ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
-ToExample = Callable[[Any, Features], dict[str, Any]]
-DEFAULT_IMAGE_COLUMN = "image"
+# What Beam adds to the message of an error raised in one of its steps.
+_BEAM_STEP = re.compile(r" \[while running '[^']*'\]")
+
+__all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "infer_features", "open_input", "parent", "resolve_paths"]
 
 
 class TabularFormat:
     """How one index file format is read: `jsonl` and `csv` each make one.
 
     Example:
-        >>> import io, json
-        >>> def read_rows(handle):
-        ...     for number, line in enumerate(handle, start=1):
-        ...         yield number, json.loads(line)
-        >>> fmt = TabularFormat("jsonl", read_rows, lambda row, features: row)
-        >>> list(fmt.read_rows(io.BytesIO(b'{"image": "a.jpg"}')))
-        [(1, {'image': 'a.jpg'})]
+        >>> from pipelines import jsonl
+        >>> jsonl.FORMAT
+        TabularFormat('jsonl')
 
     Args:
       name: the pipeline name, as in `python -m pipelines.NAME`.
-      read_rows: yields `(line number, raw row)` from a binary stream; a raw row that
-        cannot be parsed is a `common.Malformed`.
-      to_example: a raw row and the features to the example dict; raises ValueError
-        naming the column when a value cannot be read.
+      read_rows: yields `(line number, raw row)` from a binary stream, the Python reader
+        every row a batch cannot convert goes through; a raw row that cannot be parsed is
+        a `common.Malformed`.
+      to_example: a raw row, the features and the null tokens to the example dict; raises
+        ValueError naming the column when a value cannot be read.
+      parse_chunk: pyarrow's reader of whole rows (`raw_batches.ParseChunk`).
+      text: a header row, then cells of text (CSV), rather than JSON values.
       infer_value: a raw value to the Python value inference looks at.
       description: the pipeline's one-line `--help` description.
       example_file: an input file name for the help's examples.
     """
 
-    def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample,
-                 infer_value: Callable[[Any], Any] = lambda value: value, *,
+    def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample, parse_chunk: ParseChunk, *,
+                 text: bool = False, infer_value: Callable[[Any], Any] = lambda value: value,
                  description: str = "", example_file: str = "data/train"):
         self.name = name
         self.read_rows = read_rows
         self.to_example = to_example
+        self.parse_chunk = parse_chunk
+        self.text = text
         self.infer_value = infer_value
         self.description = description
         self.example_file = example_file
+
+    def read_file(self, path: str) -> Iterator[RawBatch]:
+        """The raw batches of one input file."""
+        return read_file(path, self.read_rows, self.parse_chunk, self.text)
 
     def empty_hint(self, files: list[str]) -> str:
         """What to say when `files` hold no row at all."""
@@ -77,7 +84,9 @@ class TabularFormat:
 
     def build_parser(self) -> argparse.ArgumentParser:
         """The pipeline's command-line parser (its `--help`)."""
-        return build_parser(self, self.description, self.example_file)
+        parser = common.make_parser(self.name, self.description)
+        add_flags(parser, self.example_file, self.text)
+        return parser
 
     def run(self, argv: Sequence[str] | None = None) -> Manifest:
         """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
@@ -87,209 +96,173 @@ class TabularFormat:
         return f"TabularFormat({self.name!r})"
 
 
-def resolve_paths(value: Any, feature: Feature, base: str) -> Any:
-    """Image and video paths in `value` made relative to the folder `base` (URIs and
-    absolute paths kept); other values unchanged."""
-    return feature.map_paths(value, lambda path: _resolve(path, base))
-
-
-def _resolve(path: str, base: str) -> str:
-    if "://" in path or os.path.isabs(path) or not path:
-        return path
-    return fs.join(base, path)
-
-
-def parent(path: str) -> str:
-    """The folder of a file path or URI."""
-    return os.path.dirname(path) if fs.is_local(path) else posixpath.dirname(path)
-
-
-def infer_feature(path: str, values: list[Any]) -> Feature:
-    """The feature of the values found at `path` (a column, a field of one, or the items of
-    lists), nullable at every level: bools, ints (int64), numbers (float64), strings,
-    lists (a Sequence of what their items hold) and objects (a Struct of the union of
-    their keys).
-
-    Raises:
-      FeatureError: values of kinds no one feature holds (ints and strings, lists and
-        numbers...), naming where.
-    """
-    present = [value for value in values if value is not None]
-    kinds = {type(value) for value in present}
-    if not present or kinds == {str}:
-        return Value("string", nullable=True)  # a column null in every row looked at is most often text
-    if kinds == {bool}:
-        return Value("bool", nullable=True)
-    if kinds == {int}:
-        return Value("int64", nullable=True)
-    if kinds <= {int, float}:
-        return Value("float64", nullable=True)
-    if kinds == {list}:
-        items = [item for value in present for item in value]
-        return SequenceFeature(infer_feature(f"{path}[]", items) if items else Value("float64", nullable=True),
-                               nullable=True)
-    if kinds == {dict}:
-        keys = list(dict.fromkeys(key for value in present for key in value))
-        if not keys:
-            raise FeatureError(f"{path!r} holds only empty objects: declare its feature in a --features file")
-        return Struct({key: infer_feature(f"{path}.{key}", [value.get(key) for value in present]) for key in keys},
-                      nullable=True)
-    names = ", ".join(sorted(kind.__name__ for kind in kinds))
-    raise FeatureError(f"{path!r} holds {names} values: cannot infer one type for it; "
-                       "declare its feature in a --features file")
-
-
-def holds_image_paths(values: Iterable[Any]) -> bool:
-    """Whether every value that is there is a path or URI of an image file (and one is there)."""
-    present = [value for value in values if value is not None]
-    return bool(present) and all(isinstance(value, str) and value.lower().endswith(common.IMAGE_EXTENSIONS)
-                                 for value in present)
-
-
 def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str] | None = None,
                    label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
-    """Features for index rows: Images for `image_columns`, a ClassLabel for `label_column`
-    (classes from `label_values`), and `infer_feature` for the rest.
-
-    `image_columns` None means the column named `image` when there is one that holds
-    image paths, and none otherwise. Images and the label are nullable only where a
-    row lacks them (a missing image is most often a mistake in the index); every other
-    column is nullable, since inference sees only the first rows and a null after them
-    would otherwise fail the conversion.
+    """Features for rows of JSON values (`inference.features_of` of them), the classes of
+    `label_column` from `label_values`.
 
     Raises:
-      FeatureError: no rows, a named column missing, or a column inference cannot type.
+      FeatureError: no rows, a named column missing, or a column no one feature holds.
     """
-    if not rows:
-        raise FeatureError("the input has no rows to infer features from; give --features")  # see _parsed_rows
-    columns = list(dict.fromkeys(name for row in rows for name in row))
-    if image_columns is None:
-        image_columns = [name for name in (DEFAULT_IMAGE_COLUMN,)
-                         if name in columns and holds_image_paths(row.get(name) for row in rows)]
-    for name in list(image_columns) + ([label_column] if label_column else []):
-        if name not in columns:
-            raise FeatureError(f"column {name!r} is not in the input (its columns: {few(columns)})")
-    features: dict[str, Feature] = {}
-    for column in columns:
-        values = [row.get(column) for row in rows]
-        nullable = any(value is None for value in values)
-        if column in image_columns:
-            features[column] = Image(nullable=nullable)
-        elif column == label_column:
-            features[column] = common.class_label_of_values(column, label_values, nullable)
-        else:
-            features[column] = infer_feature(column, values)
-    return Features(features)
+    kinds = summarize_table(rows)
+    if label_column in kinds.fields:
+        labels = summarize_values(list(label_values), labels=True)
+        kinds.fields[label_column] = dataclasses.replace(kinds.fields[label_column], labels=labels.labels)
+    return features_of(kinds, image_columns=image_columns, label_column=label_column)[0]
 
 
-def add_flags(parser: argparse.ArgumentParser, example_file: str) -> None:
+def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) -> None:
     """The flags of an index-file pipeline besides the common ones."""
     parser.add_argument("--input", required=True, metavar="PATTERN",
                         help=f"the index file (CSV or JSON Lines), or a glob pattern of several (local, gs://...), like {example_file}")
     parser.add_argument("--features", metavar="FILE",
-                        help="a JSON file of the features (as Features.to_dict() gives); inferred when left out")
+                        help="a JSON file of the features (as Features.to_dict() or beam-shards infer gives); inferred "
+                             "when left out")
     parser.add_argument("--image_column", action="append", metavar="NAME",
                         help="a column of image paths; repeat it for several, or give '' for none (default: the "
                              "column named image, when it holds image paths)")
     parser.add_argument("--label_column", metavar="NAME",
                         help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
-    parser.add_argument("--infer_rows", type=count_flag, default=100, metavar="N",
-                        help="how many rows type inference looks at (default 100)")
+    parser.add_argument("--infer_rows", type=count_flag, default=None, metavar="N",
+                        help="infer the features from the first N rows only, read before the conversion (default: "
+                             "from every row, as the conversion reads them)")
+    if text:
+        parser.add_argument("--na_values", nargs="+", metavar="TOKEN",
+                            help="the cells that are null, instead of pandas' defaults ('', NA, N/A, NaN, null, None, "
+                                 "#N/A...); COLUMN=TOKEN gives a column exactly its own tokens (COLUMN= an empty cell)")
 
 
-class _ReadIndexFileFn(beam.DoFn):
-    """Reads one index file into `(where, example or Malformed)` pairs."""
-
-    def __init__(self, tabular: TabularFormat, features: Features):
-        self._format = tabular
-        self._features = features
-
-    def process(self, path: str) -> Iterator[tuple[Where, Any]]:
-        base = parent(path)
-        with open_input(path) as handle:
-            for line, raw in self._format.read_rows(handle):
-                where = Where.at(path, line, "line")
-                if isinstance(raw, common.Malformed):
-                    yield where, raw
-                    continue
-                try:
-                    example = self._format.to_example(raw, self._features)
-                except ValueError as error:
-                    yield where, common.Malformed(str(error))
-                    continue
-                yield where, {name: resolve_paths(value, self._features[name], base) if name in self._features
-                              else value for name, value in example.items()}
+def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarizer:
+    """How a pipeline run with `args` sums up raw batches and makes features of them."""
+    try:
+        null_tokens = NullTokens.parse(getattr(args, "na_values", None))
+    except ValueError as error:
+        raise FeatureError(f"--na_values: {error}") from None
+    # --image_column '' names none; without the flag, `image` if it holds image paths.
+    image_columns = None if args.image_column is None else [name for name in args.image_column if name]
+    # --classes / --classes_from, where the parser takes them, pin the label's classes.
+    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns, getattr(args, "classes", None),
+                      getattr(args, "skip_bad", False))
 
 
-def open_input(path: str) -> BinaryIO:
-    """An index file for reading, decompressed when its name ends in `.gz` or `.zst`.
-
-    Raises:
-      FileNotFoundError: no file at `path`. IsADirectoryError: a folder.
-    """
-    handle = fs.open_read(path)
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=handle, mode="rb")
-    if path.endswith(".zst"):
-        import pyarrow as pa
-
-        return io.BufferedReader(pa.CompressedInputStream(pa.PythonFile(handle, mode="r"), "zstd"))
-    return handle
-
-
-def _parsed_rows(tabular: TabularFormat, files: list[str]) -> Iterator[dict[str, Any]]:
-    """The rows of the index files that parse, with values as inference sees them.
-
-    A row with a value inference cannot read is left out: the pipeline names it. When no
-    row of any file parses, the first reason one did not is the FeatureError raised.
-
-    Raises:
-      FeatureError: no row parses (naming the first file and line that did not, or the
-        files as empty).
-    """
-    first_problem = None
+def summary_of_files(tabular: TabularFormat, files: list[str], summarize: Summarizer,
+                     limit: int | None = None) -> Summary:
+    """The summary of every row of `files`: only the first `limit` rows for the types, and
+    the label's classes still from every row."""
+    summary, rest = Summary(), Summary()
     for path in files:
-        with open_input(path) as handle:
-            for line, raw in tabular.read_rows(handle):
-                problem = raw.reason if isinstance(raw, common.Malformed) else None
-                if problem is None:
-                    try:
-                        row = {name: tabular.infer_value(value) for name, value in raw.items()}
-                    except ValueError as error:
-                        problem = str(error)
-                    else:
-                        first_problem = ""
-                        yield row
-                        continue
-                if first_problem is None:
-                    first_problem = f"{path}, line {line}: {problem}"
-    if first_problem is None:
+        for batch in tabular.read_file(path):
+            if limit is not None and summary.rows >= limit:
+                if not summarize.label_column:
+                    return summary
+                rest = merge(rest, summarize(one_column(batch, summarize.label_column)))
+                continue
+            summary = merge(summary, summarize(batch if limit is None else first_rows(batch, limit - summary.rows)))
+    label = summarize.label_column
+    if label in rest.kinds.fields and label in summary.kinds.fields:
+        summary.kinds.fields[label] = merge_kinds(summary.kinds.fields[label], rest.kinds.fields[label])
+    return summary
+
+
+def features_of_summary(summary: Summary, tabular: TabularFormat, files: list[str],
+                        summarize: Summarizer) -> tuple[Features, list[str]]:
+    """The features of the rows of `files` that `summary` sums up, and the lines naming the
+    columns that widened (raises FeatureError, naming the files when they hold no row)."""
+    if not summary.rows and summary.problem is None:
         raise FeatureError(f"{tabular.empty_hint(files)}; give --features (with --allow_empty) to publish no rows")
-    if first_problem:
-        raise FeatureError(f"no row could be read: {first_problem}")
+    return summarize.features(summary)
 
 
-def build_parser(tabular: TabularFormat, description: str, example_file: str) -> argparse.ArgumentParser:
-    parser = common.make_parser(tabular.name, description)
-    add_flags(parser, example_file)
-    return parser
+class _CastFn(beam.DoFn):
+    """Casts each raw batch to the features: `(where, Rows or example or Malformed)` pairs."""
+
+    def __init__(self, tabular: TabularFormat, null_tokens: NullTokens):
+        self._format = tabular
+        self._tokens = null_tokens
+
+    def process(self, batch: RawBatch, features: Features) -> Iterator[tuple[Any, Any]]:
+        yield from examples(batch, features, self._format.read_rows, self._format.to_example, self._tokens,
+                            self._format.text)
+
+
+class _SummarizeFn(beam.CombineFn):
+    """Merges the summaries of raw batches into the summary of every row."""
+
+    def __init__(self, summarize: Summarizer):
+        self._summarize = summarize
+
+    def create_accumulator(self) -> Summary:
+        return Summary()
+
+    def add_input(self, summary: Summary, batch: RawBatch) -> Summary:
+        return merge(summary, self._summarize(batch))
+
+    def merge_accumulators(self, accumulators: Iterable[Summary]) -> Summary:
+        merged = Summary()
+        for summary in accumulators:
+            merged = merge(merged, summary)
+        return merged
+
+    def extract_output(self, summary: Summary) -> Summary:
+        return summary
+
+
+def _features(summary: Summary, tabular: TabularFormat, files: list[str], summarize: Summarizer) -> Features:
+    """The features of the combined summary; the columns that widened are named on standard
+    output (where the step runs: this terminal, on a local run), as the run's summary is."""
+    try:
+        features, widened = features_of_summary(summary, tabular, files, summarize)
+    except FeatureError as error:
+        raise InferenceError(str(error)) from None
+    say_widened(widened)
+    return features
+
+
+class InferenceError(FeatureError):
+    """The features could not be inferred as the pipeline ran (a usage error, as before a run)."""
+
+
+def say_widened(widened: list[str]) -> None:
+    """Names the columns whose values widened (ints and floats, numbers and text...), one line each."""
+    for line in widened:
+        say(f"Widened column {line}")
 
 
 def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
-    """Runs the index-file pipeline of `tabular` with command-line flags `argv`."""
+    """Runs the index-file pipeline of `tabular` with command-line flags `argv`.
+
+    Without `--features` or `--infer_rows`, the features are a Beam combine of the summaries
+    of the raw batches the cast reads too: every row is read once.
+    """
     args, options = common.parse_args(parser, argv)
     files = common.input_files(parser, args.input)
-    # --image_column '' names none; without the flag, `image` if it holds image paths.
-    image_columns = None if args.image_column is None else [name for name in args.image_column if name]
-    features = common.infer_from_rows(
-        parser, args, files, rows=functools.partial(_parsed_rows, tabular, files), label=dict.get,
-        infer=lambda first, labels: infer_features(first, image_columns=image_columns, label_column=args.label_column,
-                                                   label_values=labels))
+    with common.inferring(parser, files):
+        summarize = summarizer_of(tabular, args)
+    features = common.given_features(parser, args)
+    if features is None and args.infer_rows is not None:
+        with common.inferring(parser, files):
+            features, widened = features_of_summary(summary_of_files(tabular, files, summarize, args.infer_rows),
+                                                    tabular, files, summarize)
+        say_widened(widened)
 
-    def read(pipeline: beam.Pipeline) -> beam.PCollection:
-        return (pipeline
-                | "IndexFiles" >> beam.Create(files)
-                | "ReadRows" >> beam.ParDo(_ReadIndexFileFn(tabular, features))
-                | "Spread" >> beam.Reshuffle())
+    def read(pipeline: beam.Pipeline) -> Any:
+        batches = (pipeline
+                   | "IndexFiles" >> beam.Create(files)
+                   | "ReadBatches" >> beam.FlatMap(tabular.read_file)
+                   | "Spread" >> beam.Reshuffle())
+        cast = _CastFn(tabular, summarize.null_tokens)
+        if features is not None:
+            return batches | "Cast" >> beam.ParDo(cast, features)
+        made = (batches
+                | "Summarize" >> beam.CombineGlobally(_SummarizeFn(summarize))
+                | "Features" >> beam.Map(_features, tabular, files, summarize))
+        return batches | "Cast" >> beam.ParDo(cast, beam.pvalue.AsSingleton(made)), made
 
-    return common.run_pipeline(options, args, read, features, {"pipeline": tabular.name, "input": args.input})
+    metadata = {"pipeline": tabular.name, "input": args.input}
+    if features is not None:
+        return common.run_pipeline(options, args, read, features, metadata)
+    try:
+        return common.run_pipeline(options, args, read, None, metadata)
+    except InferenceError as error:  # Beam names its step in the message
+        with common.inferring(parser, files):
+            raise FeatureError(_BEAM_STEP.sub("", str(error))) from None

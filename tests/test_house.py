@@ -26,13 +26,14 @@ FLOORS = {
 # The floors of pipelines/ among themselves: the modules each job of the pipelines lives in,
 # `common` (their face), then what reads each input format.
 PIPELINE_FLOORS = {
-    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "classes": 0,
-    "bad_inputs": 1, "flags": 1, "tfds": 1,
-    "write": 2, "inference": 2,
-    "running": 3,
+    "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "classes": 0, "opening": 0,
+    "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1,
+    "write": 2, "inference": 2, "raw_batches": 2,
+    "running": 3, "cast_batches": 3, "summaries": 3,
     "common": 4,
     "tabular": 5, "tfrecord_io": 5, "image_folder": 5, "demo": 5,
     "csv": 6, "jsonl": 6, "parquet": 6, "tfrecord": 6,
+    "infer": 7,
 }
 # The modules below the package's faces that pipelines/ reaches into, for names no face exports.
 PIPELINES_REACH = {

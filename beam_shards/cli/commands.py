@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,15 @@ from beam_shards.versions.compact import compact
 from beam_shards.versions.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+# Commands added from outside the package (`infer` lives with the pipelines), each adding its subparser.
+_ADDED_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def add_command(add: Callable[[argparse._SubParsersAction], None]) -> None:
+    """Makes `beam-shards` take one more command: `add(commands)` adds its subparser, with a
+    `run(args) -> exit status` default, to the parser's commands."""
+    if add not in _ADDED_COMMANDS:
+        _ADDED_COMMANDS.append(add)
 
 
 class UsageError(BeamShardsError):
@@ -368,6 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="target shard size, like 128MB (10^6 bytes), 128MiB (2^20) or 200KB (default 128MB)")
     compact_.set_defaults(run=_compact)
 
+    for add in _ADDED_COMMANDS:
+        add(commands)
     for command in (info, verify, head, show):
         command.add_argument("--version", type=count_flag, metavar="N", help="the version to read (default: the latest)")
     for command in (info, log, verify, head, show, gc, compact_):
