@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from beam_shards.cli import add_command, main as cli_main
 from beam_shards.units import count_flag
+from pipelines import classes
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
@@ -38,7 +39,10 @@ def add_infer_command(commands: argparse._SubParsersAction) -> None:
     infer.add_argument("--image_column", action="append", metavar="NAME",
                        help="a column of image paths (csv, jsonl); '' for none (default: image, when it holds paths)")
     infer.add_argument("--na_values", nargs="+", metavar="TOKEN", help="the CSV cells that are null (see pipelines.csv)")
-    infer.set_defaults(run=_infer, parser=infer)
+    infer.add_argument("--classes", metavar="A,B,C", help="the label's class names, in id order")
+    infer.add_argument("--classes_from", metavar="CACHE", help="take the label's class names from another cache")
+    # As a fresh write (not an append) with bad inputs refused: what a pipeline's defaults infer.
+    infer.set_defaults(run=_infer, parser=infer, mode="overwrite", output=None, skip_bad=False)
 
 
 def _format_of(path: str) -> str | None:
@@ -55,6 +59,10 @@ def _infer(args: argparse.Namespace) -> int:
         parser.error(f"cannot tell the format of {args.input} by its name: give --format ({', '.join(FORMATS)})")
     from pipelines import common  # Beam and the pipelines load only for this command
 
+    try:
+        classes.resolve_class_flags(args)
+    except ValueError as error:
+        parser.error(str(error))
     files = common.input_files(parser, args.input)
     widened: list[str] = []
     with common.inferring(parser, files):

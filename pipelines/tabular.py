@@ -24,7 +24,7 @@ from beam_shards.inference import (DEFAULT_IMAGE_COLUMN, NullTokens, features_of
                                    summarize_table, summarize_values)
 from beam_shards.terminal import say
 from beam_shards.units import count_flag
-from pipelines import common
+from pipelines import classes, common
 from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
 from pipelines.opening import open_input
 from pipelines.raw_batches import ParseChunk, RawBatch, ReadRows, read_file
@@ -140,9 +140,9 @@ def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarize
         raise FeatureError(f"--na_values: {error}") from None
     # --image_column '' names none; without the flag, `image` if it holds image paths.
     image_columns = None if args.image_column is None else [name for name in args.image_column if name]
-    # --classes / --classes_from, where the parser takes them, pin the label's classes.
-    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns, getattr(args, "classes", None),
-                      getattr(args, "skip_bad", False))
+    # --classes / --classes_from, or an append's cache, pin the label's classes.
+    pinned = classes.pinned_classes(args, args.label_column) if args.label_column else None
+    return Summarizer(tabular.text, null_tokens, args.label_column, image_columns, pinned, args.skip_bad)
 
 
 def summary_of_files(tabular: TabularFormat, files: list[str], summarize: Summarizer,
