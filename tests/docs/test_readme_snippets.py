@@ -6,6 +6,11 @@ Placeholders are filled in as a reader would: `PATH` is a cache, `BUCKET` and th
 endpoint are the test's S3 server's, `/mnt/nvme/shard_cache` is a folder of the test's.
 A Python fragment that uses names an earlier block defines (`examples`, `rank`...) gets
 them from a prelude here; a new fragment with names of its own fails until it has one.
+
+Off the object store, a plain `python -m pipelines.NAME ...` or `beam-shards ...` command runs in
+this process, as the command would run it (`pipelines.running.main`, `cli.main`) in the snippet's
+folder and environment: that saves an interpreter and Beam's imports per command. The commands
+run as processes in the S3 test here, in test_readme, and in the tests of each command.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import importlib
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -23,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value, read_metadata
+from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value, cli, read_metadata
+from pipelines import running
 
 from _support import jpeg, png
 from test_readme import commands, docs
@@ -158,13 +166,40 @@ def _workspace(root) -> None:
     (root / "img1.jpg").write_bytes(jpeg(1))
     (root / "labels.tsv").write_text("".join(f"img{i % 2}.jpg\t{['cat', 'dog'][i % 2]}\tcaption {i}\n"
                                              for i in range(1500)))
-    os.symlink(sys.prefix, root / ".venv")  # the docs' commands run from a checkout holding .venv
+    _checkout(root)
 
 
-def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, str]) -> None:
+def _checkout(root) -> None:
+    """The docs' commands run from a checkout holding .venv."""
+    os.symlink(sys.prefix, root / ".venv")
+
+
+# A command with nothing for the shell to do but split words, unquote and expand a leading ~.
+_IN_PROCESS = re.compile(r"(python -m pipelines\.\w+|(\.venv/bin/)?beam-shards)( +([^\s|&;<>$`()*?'\"#]|'[^']*')+)* *(#.*)?")
+
+
+def _run_in_process(text: str, cwd, env: dict[str, str]) -> None:
+    """`text`, a command `_IN_PROCESS` matches, run in this process in `cwd` with `env`."""
+    words = shlex.split(text, comments=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        argv = [os.path.expanduser(word) for word in words]
+        if words[0] == "python":
+            code = running.main(importlib.import_module(words[2]).run, argv[3:])
+        else:
+            code = cli.main(argv[1:])
+    assert code == 0, f"{text}: exit status {code}"
+
+
+def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, str], in_process: bool = False) -> None:
     text = snippet.text
     for old, new in substitutions.items():
         text = text.replace(old, new)
+    if in_process and snippet.language == "sh" and _IN_PROCESS.fullmatch(text):
+        _run_in_process(text, cwd, env)
+        return
     if snippet.language == "sh":
         argv = ["bash", "-c", text]
     else:
@@ -187,7 +222,7 @@ def test_readme_snippets_run_as_written(tmp_path):
     _workspace(tmp_path)
     substitutions = {" PATH ": " ./demo_cache "}
     for snippet in _runnable(on_s3=False):
-        _run(snippet, tmp_path, _env(tmp_path), substitutions)
+        _run(snippet, tmp_path, _env(tmp_path), substitutions, in_process=True)
     # What the snippets wrote is what the docs say they write.
     assert read_metadata(str(tmp_path / "caches" / "imagenet-train")).num_rows == 6
     assert [row["label"] for row in ShardedDataset(str(tmp_path / "caches" / "imagenet-val"))] == [1]
@@ -201,7 +236,7 @@ def test_readme_snippets_run_as_written(tmp_path):
 def test_readme_s3_snippets_run_against_an_s3_server(tmp_path, s3_server):
     from _stores import BUCKET, STORE_VARIABLES
 
-    _workspace(tmp_path)
+    _checkout(tmp_path)  # the object-store snippets name no local input
     env = {name: value for name, value in _env(tmp_path, **s3_server.env()).items()
            if name not in STORE_VARIABLES or name in s3_server.env()}
     prefix = f"{BUCKET}/readme-{os.getpid()}"

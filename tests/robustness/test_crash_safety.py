@@ -13,7 +13,9 @@ kill:
 - `beam-shards gc --min_age 0` removes every leftover and nothing a reader needs
   (a version committed just before the kill becomes the latest: gc brings
   `_metadata.json` up to it);
-- a re-run publishes a complete new version and leaves nothing else behind.
+- a re-run publishes a complete new version and leaves nothing else behind. gc leaves a
+  clean cache (checked after every kill), so a re-run is tried once from each state a kill
+  left: the phase it hit, with or without a previous cache, and the version gc kept.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from beam_shards.format.layout import STAGING_DIR
 from _reliability import VERSIONS, WriterServer, assert_clean_cache, leftovers, write_version, writer_job
 from _support import clean_up
 
-RANDOM_TRIALS = 20
+RANDOM_TRIALS = 12  # 3 of each: staging or finalize, with or without a previous cache
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +64,10 @@ def _collect_garbage(path: str) -> None:
         assert not leftovers(path), "gc found no cache and no leftovers, yet there are some"
 
 
-def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, landed: bool = False,
-           **kill) -> None:
-    """One write killed as `kill` says (with `landed`, the kill must have fired), then checked, collected and re-run."""
+def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previous: bool, rerun_from: set,
+           landed: bool = False, **kill) -> None:
+    """One write killed as `kill` says (with `landed`, the kill must have fired), then checked, collected, and
+    re-run when the state gc left (phase killed in, previous cache or not, version kept) is not in `rerun_from` yet."""
     if previous:
         write_version(path, "A")
     outcome = server.run(writer_job(mode, path, "B", **kill))
@@ -85,6 +88,10 @@ def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previo
     if after != (version, ids):  # killed between its commit and `_metadata.json`: gc brings the pointer up
         assert after[0] == "B" and sorted(after[1]) == list(VERSIONS["B"]), f"gc changed the cache to {after[0]}"
         tally.counts[fault].detail["committed, pointer caught up by gc"] += 1
+    state = (outcome.phase, previous, after[0])
+    if state in rerun_from:
+        return
+    rerun_from.add(state)
 
     rerun = server.run(writer_job(mode, path, "C"))
     assert rerun.exit == "0", f"the re-run failed after {kill} ({rerun}); {server.log_tail()}"
@@ -92,6 +99,19 @@ def _trial(server: WriterServer, tally, fault: str, mode: str, path: str, previo
     assert version == "C"
     tally.record(f"re-run after crash ({mode})", VERSIONS["C"], ids)
     assert_clean_cache(path)
+
+
+@pytest.fixture(scope="module")
+def calibrated(server, tmp_path_factory):
+    """`_calibrate` for a mode, once per module."""
+    found = {}
+
+    def calibrate(mode: str) -> tuple[int, int, float, float]:
+        if mode not in found:
+            found[mode] = _calibrate(server, tmp_path_factory.mktemp(f"calibrate_{mode}"), mode)
+        return found[mode]
+
+    return calibrate
 
 
 def _calibrate(server: WriterServer, tmp_path, mode: str) -> tuple[int, int, float, float]:
@@ -130,28 +150,30 @@ def _step_kills(shards: int) -> list[tuple[str, bool]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["local", "beam"])
-def test_kill_at_each_step(server, tally, tmp_path, mode):
-    shards, previous_shards, _, _ = _calibrate(server, tmp_path, mode)
+def test_kill_at_each_step(server, tally, calibrated, tmp_path, mode):
+    shards, previous_shards, _, _ = calibrated(mode)
     assert shards >= 8 and previous_shards >= 4, "small shards make every step a loop"
     fault = f"crash {mode}, killed at a step"
-    steps = _step_kills(shards)
+    steps, rerun_from = _step_kills(shards), set()
     for n, (kill, previous) in enumerate(steps):
-        _trial(server, tally, fault, mode, str(tmp_path / f"step{n}"), previous, landed=True, kill=kill)
+        _trial(server, tally, fault, mode, str(tmp_path / f"step{n}"), previous, rerun_from, landed=True, kill=kill)
     assert tally.counts[fault].trials == len(steps) >= 20
+    assert {phase for phase, _, _ in rerun_from} == {"staging", "finalize", "manifest", "cleanup"}, rerun_from
     tally.assert_no_loss()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["local", "beam"])
-def test_kill_at_random_moments(server, tally, tmp_path, mode):
-    _, _, finalize, done = _calibrate(server, tmp_path, mode)
+def test_kill_at_random_moments(server, tally, calibrated, tmp_path, mode):
+    _, _, finalize, done = calibrated(mode)
     fault = f"crash {mode}, killed at a random moment"
-    rng = random.Random(f"crash-{mode}-1")
+    rng, rerun_from = random.Random(f"crash-{mode}-1"), set()
     for n in range(RANDOM_TRIALS):
         # Staging takes most of a write: aim every other kill at finalize, the manifest and clean-up.
         kill = ({"kill_phase": "staging", "kill_after": rng.uniform(0, finalize)} if n % 2 else
                 {"kill_phase": "finalize", "kill_after": rng.uniform(0, done - finalize)})
-        _trial(server, tally, fault, mode, str(tmp_path / f"random{n}"), previous=n % 4 < 2, **kill)
+        _trial(server, tally, fault, mode, str(tmp_path / f"random{n}"), previous=n % 4 < 2, rerun_from=rerun_from,
+               **kill)
     assert tally.counts[fault].trials == RANDOM_TRIALS
     tally.assert_no_loss()
 

@@ -4,9 +4,9 @@ Used by the crash-safety and concurrency tests. Two ways to run it:
 
     python crash_writer.py {local,beam} PATH --version B --first 1000 --count 600 [--kill rename:3]
 
-writes once. With `--serve` it imports everything once, then reads one JSON job per
-line on stdin and forks a writer per job, so a trial costs a fork, not an
-interpreter start with Beam's imports. A job is
+writes once (importing Beam only in beam mode). With `--serve` it imports everything
+once, then reads one JSON job per line on stdin and forks a writer per job, so a trial
+costs a fork, not an interpreter start with Beam's imports. A job is
 `{"mode", "path", "version", "first", "count", "shard_size", "kill", "kill_after", "kill_phase"}`;
 the server answers `exit CODE` (or `exit killed`) once the writer is gone, or
 `exit hang` after it dumped the threads of a writer stuck for HANG_SECONDS to stderr.
@@ -44,11 +44,7 @@ import sys
 import time
 import traceback
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-
-from beam_shards import Features, Value, WriteToArrowShards, write as local, write_shards
-from beam_shards.beam import sink
+from beam_shards import Features, Value, write as local, write_shards
 from beam_shards.storage import fs
 from beam_shards.versions import commit
 
@@ -102,7 +98,7 @@ def install_hooks(path: str, kill: tuple[str, int] | None, on_event=None) -> Non
     under = os.path.abspath(path)
     _hook(fs, "create", "create", kill, event="staging", on_event=on_event)
     _hook(commit, "publish", "publish", kill, event="finalize", on_event=on_event)
-    local.publish = sink.publish = commit.publish  # both import it by name
+    local.publish = commit.publish  # imported by name, as by the sink (`_import_beam` points it here too)
     _hook(fs, "write_bytes_atomic", "manifest", kill, event="manifest", on_event=on_event)
     _hook(fs, "create_if_absent", "version", kill)
     _hook(commit, "remove_staging", "cleanup", kill, event="cleanup", on_event=on_event)
@@ -126,6 +122,7 @@ def write(mode: str, path: str, version: str, first: int, count: int, shard_size
         manifest = write_shards(examples, path, FEATURES, **options)
         _say("done", manifest.write_id)
         return
+    beam, PipelineOptions, WriteToArrowShards = _import_beam()
     with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         (p | beam.Create(range(PARTS)) | beam.FlatMap(_part, first, count, version)
          | WriteToArrowShards(path, FEATURES, **options)
@@ -180,7 +177,21 @@ def _run_job(job: dict) -> int:
         os.close(phase_r)
 
 
+def _import_beam():
+    """Beam, imported on first use (a local write in a process of its own does without), with the sink's
+    `publish` pointing at the hooked one."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beam_shards import WriteToArrowShards
+    from beam_shards.beam import sink
+
+    sink.publish = commit.publish
+    return beam, PipelineOptions, WriteToArrowShards
+
+
 def serve() -> None:
+    _import_beam()  # before any fork: a forked writer then costs no imports
     print("ready", flush=True)
     for line in sys.stdin:
         status = _run_job(json.loads(line))
