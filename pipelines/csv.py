@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -35,7 +34,6 @@ from pipelines.cast_batches import conform
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
 
@@ -138,24 +136,6 @@ class _Lines:
         return text
 
 
-def guess_value(cell: str) -> Any:
-    """The Python value a cell most likely holds, for type inference."""
-    if cell == "":
-        return None
-    if cell.lower() in ("true", "false"):
-        return cell.lower() == "true"
-    if _INT.match(cell):
-        return int(cell)
-    if _FLOAT.match(cell):
-        return float(cell)
-    if cell.startswith(("[", "{")):
-        try:
-            return nesting.loads(cell)
-        except json.JSONDecodeError:
-            pass
-    return cell
-
-
 def cell_value(cell: str, feature: Feature, column: str, null_tokens: Sequence[str] = ("",)) -> Any:
     """A cell read as `feature` declares (a null token is null where the feature allows it).
     Raises ValueError naming the column and the cell."""
@@ -221,7 +201,7 @@ def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens 
 
 
 FORMAT = tabular.TabularFormat(
-    "csv", read_rows, to_example, parse_chunk, text=True, infer_value=guess_value,
+    "csv", read_rows, to_example, parse_chunk, text=True,
     description="Convert CSV index files (a header, then one example per row) into a cache.",
     example_file="data/train.csv")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -53,20 +53,18 @@ class TabularFormat:
         ValueError naming the column when a value cannot be read.
       parse_chunk: pyarrow's reader of whole rows (`raw_batches.ParseChunk`).
       text: a header row, then cells of text (CSV), rather than JSON values.
-      infer_value: a raw value to the Python value inference looks at.
       description: the pipeline's one-line `--help` description.
       example_file: an input file name for the help's examples.
     """
 
     def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample, parse_chunk: ParseChunk, *,
-                 text: bool = False, infer_value: Callable[[Any], Any] = lambda value: value,
+                 text: bool = False,
                  description: str = "", example_file: str = "data/train"):
         self.name = name
         self.read_rows = read_rows
         self.to_example = to_example
         self.parse_chunk = parse_chunk
         self.text = text
-        self.infer_value = infer_value
         self.description = description
         self.example_file = example_file
 

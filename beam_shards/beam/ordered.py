@@ -53,7 +53,7 @@ from beam_shards.beam.ordered_bins import batch_bytes
 from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
-from beam_shards.features import Features, Value
+from beam_shards.features import RESERVED_PREFIX, Features, Value
 from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
@@ -63,7 +63,7 @@ from beam_shards.shards.writer import EncodedRows, split_key
 _CHUNK_BATCHES = 8
 # About how many bytes of examples a bundle sorts at a time into one run.
 RUN_BYTES = 64 << 20
-KEY_COLUMN = "__beam_shards_key__"
+KEY_COLUMN = RESERVED_PREFIX + "key__"
 Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
 

@@ -33,7 +33,8 @@ from beam_shards.features.files import Audio, Image, Video
 from beam_shards.features.image_check import open_image, sniff_format
 from beam_shards.features.json_text import MAX_DEPTH, TooDeep, json_depth, json_text_depth, load_bounded
 from beam_shards.features.json_value import Json
-from beam_shards.features.schema import COLUMN_TYPES, Features, HF_METADATA_KEY, SCHEMA_METADATA_KEY, encode_example
+from beam_shards.features.schema import (COLUMN_TYPES, Features, HF_METADATA_KEY, RESERVED_PREFIX, SCHEMA_METADATA_KEY,
+                                         encode_example)
 from beam_shards.features.sequence import Sequence
 from beam_shards.features.struct import Struct
 from beam_shards.features.value import ClassLabel, Value, temporal_type
@@ -42,6 +43,6 @@ __all__ = [
     "Array", "arrow_family", "Audio", "cast_safely", "casts", "check_image_mode", "ClassLabel", "COLUMN_TYPES",
     "decode_table", "encode_example", "Feature", "feature_from_dict", "feature_kinds", "Features", "FLOAT_DTYPES",
     "HF_METADATA_KEY", "Image", "INT_DTYPES", "Json", "json_depth", "json_text_depth", "list_lengths", "load_bounded",
-    "MAX_DEPTH", "NUMERIC_DTYPES", "numpy_values", "open_image", "row_getter", "SCHEMA_METADATA_KEY", "Sequence",
-    "sniff_format", "Struct", "temporal_type", "TooDeep", "Value", "VALUE_DTYPES", "Video",
+    "MAX_DEPTH", "NUMERIC_DTYPES", "numpy_values", "open_image", "RESERVED_PREFIX", "row_getter", "SCHEMA_METADATA_KEY",
+    "Sequence", "sniff_format", "Struct", "temporal_type", "TooDeep", "Value", "VALUE_DTYPES", "Video",
 ]

@@ -27,6 +27,8 @@ SCHEMA_METADATA_KEY = b"beam_shards.features"
 # Where Hugging Face datasets keeps its features in an Arrow schema's metadata, as JSON
 # {"info": {"features": <their dict form>}}; its arrow loader reads them from there.
 HF_METADATA_KEY = b"huggingface"
+# Columns a writer adds for itself (a deterministic write's keys) begin with this; errors do not list them.
+RESERVED_PREFIX = "__beam_shards_"
 # How shards store columns: "large" (formats 1 to 3: 64-bit offsets, fields non-null where
 # their feature is) or "hf" (format 4 on: the types Hugging Face datasets stores the equal
 # features in, `Feature.hf_type`, so HF's arrow loader, Polars and DuckDB read the
@@ -194,6 +196,10 @@ class Features(Mapping[str, Feature]):
         """See `encode_example`."""
         return dict(zip(self._features, self.encode_values(example, key)))
 
+    def _declared(self) -> list[str]:
+        """The feature names an error lists: a writer's own columns (`RESERVED_PREFIX`) left out."""
+        return [name for name in self._features if not name.startswith(RESERVED_PREFIX)]
+
     def encode_values(self, example: Any, key: Any = None) -> tuple[Any, ...]:
         """The values `encode_example` returns, in column order, without their names (the
         writers keep rows this way and build columns with `build_columns`).
@@ -207,10 +213,10 @@ class Features(Mapping[str, Feature]):
             missing = [name for name in self._features if name not in example]
             extra = [str(name) for name in example if name not in self._names]
             if missing:
-                raise EncodeError(f"missing field (the features declare {few(self._features)})",
+                raise EncodeError(f"missing field (the features declare {few(self._declared())})",
                                   example=key, field=missing[0], feature=_shown(self._features[missing[0]]))
             raise EncodeError(f"unknown field{'s' if len(extra) > 1 else ''} {few(extra)} (the features declare "
-                              f"{few(self._features)})", example=key, field=clip(extra[0]))
+                              f"{few(self._declared())})", example=key, field=clip(extra[0]))
         try:
             return tuple([encode(example[name], name) for name, encode in self._encoders])
         except Invalid as invalid:
@@ -310,7 +316,7 @@ class Features(Mapping[str, Feature]):
             missing = [name for name in self._features if name not in counts]
             extra = [name for name in names if name not in self._names or counts[name] > 1]
             problem = f"missing column {missing[0]!r}" if missing else f"unexpected column {clip(repr(extra[0]))}"
-            raise EncodeError(f"{problem} (the features declare {few(self._features)})",
+            raise EncodeError(f"{problem} (the features declare {few(self._declared())})",
                               example=key, field=missing[0] if missing else clip(extra[0]))
         columns = []
         for name, feature in self._features.items():

@@ -126,6 +126,7 @@ def test_a_key_missing_where_the_features_require_it_names_the_line_and_the_fiel
     with pytest.raises(common.BadInputError) as raised:
         convert(jsonl, tmp_path / "m.jsonl", tmp_path / "out", "--features", str(tmp_path / "f.json"))
     assert "m.jsonl, line 2" in str(raised.value) and "'b'" in str(raised.value)
+    assert "the features declare 'a', 'b')" in str(raised.value)  # not the write's own key column
 
 
 def test_na_values_replace_the_defaults_and_per_column(tmp_path):

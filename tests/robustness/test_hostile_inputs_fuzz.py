@@ -9,6 +9,7 @@ one line, in bounded memory and time: 0 crashes, 0 hangs. Each test prints its t
 
 from __future__ import annotations
 
+import argparse
 import csv
 import gzip
 import io
@@ -26,6 +27,8 @@ from beam_shards import EncodeError, FeatureError, Features, Struct, Value
 from beam_shards.features.json_text import json_text_depth
 from beam_shards.format.manifest import MAX_DEPTH, json_depth
 from pipelines import common, csv as csv_pipeline, jsonl, lines, tabular
+from pipelines.cast_batches import examples
+from pipelines.summaries import Summary, merge
 
 from _hostile import SCALE, mutate_bytes, printed_tally
 
@@ -145,39 +148,49 @@ def check_message(message: str) -> None:
 
 
 def convert_without_beam(tabular_format: tabular.TabularFormat, path: str, tally) -> None:
-    """What the pipeline does with `path`, without Beam: its rows, their features inferred, and
-    each row encoded, counted in `tally`; raises on anything else."""
-    with tabular.open_input(path) as handle:
-        read = list(tabular_format.read_rows(handle))
-    rows = []
-    for _, raw in read:
-        if isinstance(raw, common.Malformed):
-            check_message(raw.reason)
-            tally["malformed"] += 1
-            tally["too long"] += "bytes (decompressed)" in raw.reason
-            tally["too deep"] += f"deeper than the {MAX_DEPTH}" in raw.reason
-            continue
-        try:
-            rows.append((raw, {name: tabular_format.infer_value(value) for name, value in raw.items()}))
-        except ValueError as error:
-            check_message(str(error))
-            tally["malformed"] += 1
-            tally["too deep"] += f"deeper than the {MAX_DEPTH}" in str(error)
+    """What the pipeline does with `path`, without Beam: its raw batches, their features
+    inferred from every row, and each batch cast (its rows one by one where it does not
+    convert) and encoded, counted in `tally`; raises on anything else."""
+    summarize = tabular.summarizer_of(tabular_format, argparse.Namespace(
+        na_values=None, image_column=[""], label_column=None, skip_bad=True))
+    batches = list(tabular_format.read_file(path))
+    summary = Summary()
+    for batch in batches:
+        summary = merge(summary, summarize(batch))
     try:
-        features = tabular.infer_features([inferred for _, inferred in rows], image_columns=[])
+        features, _ = tabular.features_of_summary(summary, tabular_format, [path], summarize)
     except FeatureError as error:
         check_message(str(error))
-        tally["feature error"] += bool(rows)
+        tally["feature error"] += bool(summary.rows)
         return
-    for raw, inferred in rows:
-        assert json_depth(inferred) <= MAX_DEPTH + 1, "a row nested past the bound was read"
-        try:
-            features.encode_example(tabular_format.to_example(raw, features))
-        except (ValueError, EncodeError) as error:
-            check_message(str(error))
-            tally["refused"] += 1
-            continue
-        tally["rows"] += 1
+    for batch in batches:
+        for _, example in examples(batch, features, tabular_format.read_rows, tabular_format.to_example,
+                                   summarize.null_tokens, tabular_format.text):
+            encode(features, example, tally)
+
+
+def encode(features: Features, example: Any, tally) -> None:
+    """Counts a cast example in `tally`: rows encoded, or the one-line reason it is malformed or refused."""
+    if isinstance(example, common.Malformed):
+        check_message(example.reason)
+        tally["malformed"] += 1
+        tally["too long"] += "bytes (decompressed)" in example.reason
+        tally["too deep"] += f"deeper than the {MAX_DEPTH}" in example.reason
+        return
+    if isinstance(example, common.Rows):
+        table, rows = features.encode_batch_or_rows(example.table, None, example.one_by_one)
+        tally["rows"] += table.num_rows if table is not None else 0
+        for _, row in rows:
+            encode(features, row, tally)
+        return
+    assert json_depth(example) <= MAX_DEPTH + 1, "a row nested past the bound was read"
+    try:
+        features.encode_example(example)
+    except (ValueError, EncodeError) as error:
+        check_message(str(error))
+        tally["refused"] += 1
+        return
+    tally["rows"] += 1
 
 
 def fuzz(tabular_format: tabular.TabularFormat, fuzz_dir: pathlib.Path, tally, suffix: str, data: bytes) -> None:
