@@ -135,9 +135,10 @@ def cast_table(table: pa.Table, features: Features, null_tokens: NullTokens, tex
         value that does not convert.
     """
     arrays, names = [], []
+    index = {name: i for i, name in enumerate(table.column_names)}  # not a lookup per column: inputs may be wide
     for name, feature in features.items():
-        if name in table.column_names:
-            column = table.column(name).combine_chunks()
+        if name in index:
+            column = table.column(index[name]).combine_chunks()
             if text and feature.nullable:
                 column = null_tokens.apply(name, column)
             arrays.append(_cast_text(column, feature) if text else _cast_json(column, feature))

@@ -22,16 +22,27 @@ from beam_shards.units import count_flag
 from pipelines import classes
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
+_DESCRIPTION = ("Print the features python -m pipelines.FORMAT would convert INPUT with (inferred from every row, or "
+                "the first --infer_rows), as JSON to give as --features; converts nothing.")
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
              ".parquet": "parquet", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord"}
 
 
 def add_infer_command(commands: argparse._SubParsersAction) -> None:
     """Adds `infer` to the commands of `beam-shards`."""
-    infer = commands.add_parser(
+    _add_arguments(commands.add_parser(
         "infer", help="print the features a pipeline would convert INPUT with, as a --features file",
-        description="Print the features python -m pipelines.FORMAT would convert INPUT with (inferred from every "
-                    "row, or the first --infer_rows), as JSON to give as --features; converts nothing.")
+        description=_DESCRIPTION))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.infer` (the flags of `beam-shards infer`)."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.infer", description=_DESCRIPTION)
+    _add_arguments(parser)
+    return parser
+
+
+def _add_arguments(infer: argparse.ArgumentParser) -> None:
     infer.add_argument("input", metavar="INPUT", help="an input file or a glob pattern of several")
     infer.add_argument("--format", choices=FORMATS, help="the input's format (default: by the file name's extension)")
     infer.add_argument("--infer_rows", type=count_flag, metavar="N", help="only the first N rows (default: every row)")

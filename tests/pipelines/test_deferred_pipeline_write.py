@@ -55,7 +55,7 @@ def _texts(path) -> list[str]:
 def test_write_cache_checks_rows_against_features_made_when_the_pipeline_runs(tmp_path, deterministic):
     written = {}
     for kind in ("given", "made"):
-        args, _ = _args(tmp_path / kind, "--skip_bad", *deterministic)
+        args, _ = _args(tmp_path / kind, "--skip_bad", "--max_bad", "2", *deterministic)
         with beam.Pipeline(options=options()) as p:
             features = FEATURES if kind == "given" else p | "Infer" >> beam.Create([FEATURES])
             common.write_cache(p | "Inputs" >> beam.Create(_inputs()), args, features, {"pipeline": "test"})
