@@ -4,8 +4,9 @@
     images/0001.jpg,cat,a cat on a mat,"[1, 2, 3, 4]"
 
 Image paths are relative to the index file (or absolute, or URIs). List and
-array cells are JSON lists; an empty cell is null where the feature allows it.
-Features come from `--features features.json` or are inferred from the first rows.
+array cells are JSON lists; a cell equal to a null token (pandas' defaults, or
+`--na_values`) is null where the feature allows it. Features come from `--features
+features.json` or are inferred from every row (`pipelines.tabular`).
 The module is `pipelines.csv`; with absolute imports it does not hide the standard
 library's `csv`, which it uses.
 """

@@ -3,7 +3,7 @@
     {"image": "images/0001.jpg", "label": "cat", "caption": "a cat", "boxes": [1, 2, 3, 4]}
 
 Image paths are relative to the index file (or absolute, or URIs). Features come
-from `--features features.json` or are inferred from the first rows; see
+from `--features features.json` or are inferred from every row; see
 `python -m pipelines.jsonl --help`.
 """
 
