@@ -16,12 +16,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from beam_shards import ClassLabel, FeatureError, Features
-from beam_shards.display import few
+from beam_shards.inference import class_label_of, summarize_values
 from pipelines.flags import load_features
 
 Row = TypeVar("Row")
-# num_classes = the largest id + 1 must fit the int64 that ClassLabel ids are stored in.
-_MAX_CLASS_ID = 2**63 - 1
 
 
 def given_features(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Features | None:
@@ -68,7 +66,8 @@ def infer_from_rows(parser: argparse.ArgumentParser, args: argparse.Namespace, f
 
 def class_label_of_values(column: str, values: Iterable[Any], nullable: bool, classes: Sequence[str] | None = None,
                           *, skip_bad: bool = False) -> ClassLabel:
-    """The ClassLabel of a label column from all its values: class ids (ints) or class names (strings).
+    """The ClassLabel of a label column from all its values: class ids (ints) or class names (strings),
+    by the rules of `beam_shards.inference.class_label_of`, nullable as the caller says.
 
     With `classes` (`classes.pinned_classes`), the ClassLabel has exactly those names in
     that order, so a split lacking a class keeps the ids of the others; the values are
@@ -79,30 +78,7 @@ def class_label_of_values(column: str, values: Iterable[Any], nullable: bool, cl
       FeatureError: a negative id, one past int64, values that are neither all ids nor
         all names, or (with `classes`, without `skip_bad`) a value outside the classes.
     """
-    if classes is not None:
-        label = ClassLabel(names=list(classes), nullable=nullable)
-        outside = None if skip_bad else next((value for value in values if not _is_class(value, label)), None)
-        if outside is not None:
-            raise FeatureError(f"label column {column!r} holds {outside!r}, which is not one of its "
-                               f"{len(label.names)} classes ({few(label.names)})")
-        return label
-    present = {value for value in values if value is not None}
-    if present and all(isinstance(value, int) and not isinstance(value, bool) for value in present):
-        if min(present) < 0:
-            raise FeatureError(f"label column {column!r} holds a negative class id {min(present)}")
-        if max(present) >= _MAX_CLASS_ID:
-            raise FeatureError(f"label column {column!r} holds class id {max(present)}; ids must be below "
-                               f"{_MAX_CLASS_ID} (they are stored as int64)")
-        return ClassLabel(num_classes=max(present) + 1, nullable=nullable)
-    if not present or not all(isinstance(value, str) for value in present):
-        raise FeatureError(f"label column {column!r} must hold class names (strings) or class ids (ints)")
-    return ClassLabel(names=sorted(present), nullable=nullable)
-
-
-def _is_class(value: Any, label: ClassLabel) -> bool:
-    """Whether `value` is null (the ClassLabel's nullability is checked when writing), or one of its names or ids."""
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return value in label.names
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < label.num_classes
+    label = class_label_of(column, summarize_values(list(values), labels=True), classes, skip_bad=skip_bad)
+    if label.names is not None:
+        return ClassLabel(names=label.names, nullable=nullable)
+    return ClassLabel(num_classes=label.num_classes, nullable=nullable)

@@ -37,10 +37,6 @@ def class_label_of(column: str, kinds: Kinds, classes: Sequence[str] | None = No
     ids = kinds.present > 0 and kinds.ints == kinds.present
     texts = kinds.cells > 0 and not kinds.lists and not kinds.objects
     named = texts or kinds.present == kinds.strings + kinds.dates + kinds.datetimes + kinds.zoned
-    if kinds.present and not (ids or named) or not (labels or classes):
-        found = kinds_found(kinds) or "only nulls"
-        raise FeatureError(f"label column {column!r} holds {found}: it must hold class names (strings) or class "
-                           "ids (ints)")
     if classes is not None:
         names = list(classes)
         outside = [] if skip_bad else [value for value in sorted(labels, key=repr) if not _is_class(value, names, texts)]
@@ -48,6 +44,10 @@ def class_label_of(column: str, kinds: Kinds, classes: Sequence[str] | None = No
             raise FeatureError(f"label column {column!r} holds {clip(repr(outside[0]))}, which is not one of its "
                                f"{len(names)} classes ({few(names)})")
         return ClassLabel(names=names, nullable=nullable)
+    if kinds.present and not (ids or named) or not labels:
+        found = kinds_found(kinds) or "only nulls"
+        raise FeatureError(f"label column {column!r} holds {found}: it must hold class names (strings) or class "
+                           "ids (ints)")
     if ids:
         values = {int(value) for value in labels}
         if min(values) < 0:
