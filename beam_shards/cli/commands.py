@@ -15,23 +15,21 @@ or a path that is not a cache.
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 
 from beam_shards._version import __version__
+from beam_shards.cli.class_counts import class_counts, count_lines, label_feature
 from beam_shards.cli.contact_sheet import CAPTION_HEIGHT, contact_sheet
 from beam_shards.display import human_size, printable
 from beam_shards.errors import BeamShardsError, CacheNotFoundError
-from beam_shards.features import ClassLabel, Feature, Image, Sequence as SequenceFeature
+from beam_shards.features import ClassLabel, Feature, Image
 from beam_shards.format.catalog import read_metadata, version_log
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
-from beam_shards.shards.shard_file import ShardFile
 from beam_shards.terminal import ArgumentParser, print_error, quiet_broken_pipe, say
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
@@ -55,62 +53,6 @@ class UsageError(BeamShardsError):
 
 
 # info -----------------------------------------------------------------------------
-
-def _label_feature(feature: Feature) -> ClassLabel | None:
-    if isinstance(feature, SequenceFeature):
-        feature = feature.feature
-    return feature if isinstance(feature, ClassLabel) else None
-
-
-def class_counts(manifest: Manifest) -> dict[str, collections.Counter]:
-    """For each ClassLabel column (or Sequence of one), how many values each class id has;
-    the key None counts nulls.
-
-    From the version's statistics, reading no shard; only a version without them (of
-    format 1 or 2) or a label of more classes than statistics count has its label
-    columns read, batch by batch, counting the ids that occur (memory follows the data,
-    not `num_classes`; ids out of range, in a damaged shard, are counted as they are).
-
-    Raises:
-      CorruptCacheError: a shard is missing, unreadable or does not match the manifest
-        (its rows included).
-    """
-    labels, counts = [], {}
-    for name, feature in manifest.features.items():
-        stats = manifest.statistics.columns[name] if manifest.statistics is not None else None
-        if stats is not None and stats.classes is not None:
-            counts[name] = collections.Counter({i: n for i, n in enumerate(stats.classes) if n})
-            if stats.nulls and not isinstance(feature, SequenceFeature):
-                counts[name][None] = stats.nulls
-        elif _label_feature(feature):
-            labels.append(name)
-            counts[name] = collections.Counter()
-    for shard_id in range(manifest.num_shards if labels else 0):
-        for batch in ShardFile.of(manifest, shard_id).iter_batches(labels):
-            for name in labels:
-                column = batch.column(name)
-                if isinstance(manifest.features[name], SequenceFeature):
-                    column = column.flatten()
-                for entry in pc.value_counts(column).to_pylist():
-                    counts[name][entry["values"]] += entry["counts"]
-    return counts
-
-
-def _count_lines(feature: ClassLabel, counts: collections.Counter) -> list[str]:
-    """`info`'s lines for one label column: each class that occurs with its count and share,
-    ids out of range and nulls, then how many classes have no values."""
-    ids = sorted(i for i in counts if i is not None)
-    names = [feature.int2str(i) if 0 <= i < feature.num_classes else f"{i} (out of range)" for i in ids]
-    width = max(map(len, names), default=0)
-    total = max(sum(counts.values()), 1)
-    lines = [f"  {name:<{width}}  {counts[i]:>10,}  {100 * counts[i] / total:5.1f}%" for name, i in zip(names, ids)]
-    if counts[None]:
-        lines.append(f"  {'(null)':<{width}}  {counts[None]:>10,}")
-    empty = feature.num_classes - sum(0 <= i < feature.num_classes for i in ids)
-    if empty:
-        lines.append(f"  ({empty:,} of {feature.num_classes:,} classes have no values)")
-    return lines
-
 
 def _statistics_lines(manifest: Manifest, width: int) -> list[str]:
     """`info`'s lines of per-column statistics: nulls, and min and max of numeric values."""
@@ -155,7 +97,7 @@ def _info(args: argparse.Namespace) -> int:
     lines += _statistics_lines(manifest, width)
     for name, counts in class_counts(manifest).items():
         lines.append(f"{name}: count per class")
-        lines += _count_lines(_label_feature(manifest.features[name]), counts)
+        lines += count_lines(label_feature(manifest.features[name]), counts)
     skipped = read_bad_inputs(args.path)
     if skipped:
         stale = {record.get("write_id") for record in skipped} != {manifest.write_id}

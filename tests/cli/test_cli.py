@@ -17,6 +17,7 @@ from PIL import Image as PILImage
 
 from beam_shards import Array, ClassLabel, Features, Image, Sequence, ShardedDataset, Value, read_metadata, write_shards
 from beam_shards.cli import commands as cli
+from beam_shards.cli.class_counts import class_counts
 from beam_shards.display import human_size
 from beam_shards.format.layout import BAD_INPUTS_NAME, LOCK_NAME, MANIFEST_NAME, new_write_id
 from beam_shards.versions.bad_inputs import write_bad_inputs
@@ -108,7 +109,7 @@ def test_info_describes_the_cache_and_counts_classes(cache, capsys):
 def test_class_counts_on_a_compressed_cache(tmp_path):
     path = str(tmp_path / "zstd")
     write_shards((make_example(i) for i in range(ROWS)), path, FEATURES, compression="zstd", batch_size=7)
-    counts = cli.class_counts(read_metadata(path))
+    counts = class_counts(read_metadata(path))
     assert counts["label"] == collections.Counter(make_example(i)["label"] for i in range(ROWS))
     assert counts["tags"].total() == sum(len(make_example(i)["tags"]) for i in range(ROWS))
 

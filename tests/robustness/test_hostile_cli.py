@@ -17,6 +17,7 @@ import pytest
 
 from beam_shards import ClassLabel, Features, Image, Value, read_metadata, write_shards
 from beam_shards.cli import commands as cli
+from beam_shards.cli.class_counts import class_counts
 from beam_shards.format.layout import BAD_INPUTS_NAME, STAGING_DIR
 
 from _hostile import (CLI_ROWS, cases, cli_command, cut_first_shard, nested, remove_first_shard, rename_column, run_cli,
@@ -108,7 +109,7 @@ def test_cli_error_corpus(cli_cache, capsys, craft, argv, code, words):
 
 def test_class_counts_count_only_the_ids_that_occur(cli_cache):
     with_label(num_classes=10**12)(cli_cache)
-    counts = cli.class_counts(read_metadata(cli_cache))
+    counts = class_counts(read_metadata(cli_cache))
     assert counts["label"] == collections.Counter(i % 7 for i in range(CLI_ROWS))
     assert counts["tags"] == collections.Counter(t for i in range(CLI_ROWS) for t in [0, 1][: i % 3])
 
