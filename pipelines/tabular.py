@@ -12,7 +12,6 @@ fit goes row by row, so a bad row is named by file, line and column.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -20,8 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from beam_shards import FeatureError, Features, Manifest
-from beam_shards.inference import (DEFAULT_IMAGE_COLUMN, NullTokens, features_of, merge as merge_kinds,
-                                   summarize_table, summarize_values)
+from beam_shards.inference import DEFAULT_IMAGE_COLUMN, NullTokens, merge as merge_kinds
 from beam_shards.terminal import say
 from beam_shards.units import count_flag
 from pipelines import classes, common
@@ -33,7 +31,7 @@ from pipelines.summaries import Summarizer, Summary, first_rows, merge, one_colu
 # What Beam adds to the message of an error raised in one of its steps.
 _BEAM_STEP = re.compile(r" \[while running '[^']*'\]")
 
-__all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "infer_features", "open_input", "parent", "resolve_paths"]
+__all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "open_input", "parent", "resolve_paths"]
 
 
 class TabularFormat:
@@ -92,21 +90,6 @@ class TabularFormat:
 
     def __repr__(self) -> str:
         return f"TabularFormat({self.name!r})"
-
-
-def infer_features(rows: Sequence[dict[str, Any]], *, image_columns: Sequence[str] | None = None,
-                   label_column: str | None = None, label_values: Iterable[Any] = ()) -> Features:
-    """Features for rows of JSON values (`inference.features_of` of them), the classes of
-    `label_column` from `label_values`.
-
-    Raises:
-      FeatureError: no rows, a named column missing, or a column no one feature holds.
-    """
-    kinds = summarize_table(rows)
-    if label_column in kinds.fields:
-        labels = summarize_values(list(label_values), labels=True)
-        kinds.fields[label_column] = dataclasses.replace(kinds.fields[label_column], labels=labels.labels)
-    return features_of(kinds, image_columns=image_columns, label_column=label_column)[0]
 
 
 def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) -> None:

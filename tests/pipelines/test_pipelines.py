@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
 import json
@@ -23,10 +24,11 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, GoogleCloud
 from beam_shards import (Array, ClassLabel, Features, Image, Json, Sequence, ShardedDataset, Struct, Value,
                          read_metadata, shard_paths)
 from beam_shards.errors import FeatureError
+from beam_shards.inference import features_of, summarize_table, summarize_values
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards import progress
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import (bad_inputs, common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, running, tabular,
+from pipelines import (bad_inputs, common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, running,
                        where, write)
 
 from _paths import REPO
@@ -491,16 +493,25 @@ def test_csv_cell_values():
         csv_pipeline.cell_value("1,2", Sequence(Value("int64")), "s")
 
 
+def infer_features(rows, *, image_columns=None, label_column=None, label_values=()) -> Features:
+    """The features inference makes of `rows` of JSON values, the label's classes from `label_values`."""
+    kinds = summarize_table(rows)
+    if label_column in kinds.fields:
+        labels = summarize_values(list(label_values), labels=True)
+        kinds.fields[label_column] = dataclasses.replace(kinds.fields[label_column], labels=labels.labels)
+    return features_of(kinds, image_columns=image_columns, label_column=label_column)[0]
+
+
 def test_inference_errors_name_the_column():
     # Numbers and text widen to text (as pandas and HF do); a number and a list to any JSON value.
-    widened = tabular.infer_features([{"image": "a", "x": 1}, {"image": "b", "x": "one"}], image_columns=["image"])
+    widened = infer_features([{"image": "a", "x": 1}, {"image": "b", "x": "one"}], image_columns=["image"])
     assert widened["x"] == Value("string", nullable=True)
-    assert tabular.infer_features([{"m": [{"a": 1}, {"a": [2]}]}])["m"] == Sequence(Struct({"a": Json()},
+    assert infer_features([{"m": [{"a": 1}, {"a": [2]}]}])["m"] == Sequence(Struct({"a": Json()},
                                                                                          nullable=True), nullable=True)
-    assert tabular.infer_features([{"m": {}}])["m"] == Json()  # only empty objects: no Struct holds them
+    assert infer_features([{"m": {}}])["m"] == Json()  # only empty objects: no Struct holds them
     with pytest.raises(FeatureError, match="'picture' is not in the input"):
-        tabular.infer_features([{"image": "a"}], image_columns=["picture"])
-    features = tabular.infer_features([{"image": "a", "label": 2}, {"image": None, "label": 0}],
+        infer_features([{"image": "a"}], image_columns=["picture"])
+    features = infer_features([{"image": "a", "label": 2}, {"image": None, "label": 0}],
                                       image_columns=["image"], label_column="label", label_values=[2, 0, 4])
     assert features == Features({"image": Image(nullable=True), "label": ClassLabel(num_classes=5)})
 
@@ -915,13 +926,13 @@ def test_keys_sort_by_input_and_position_and_read_as_the_input():
         Value("float64", nullable=True), nullable=True)}, nullable=True)}, nullable=True)}),
 ], ids=["text and numbers", "a key left out", "all null", "lists of lists", "chat", "nested objects"])
 def test_inference_types_text_numbers_lists_and_nested_objects(rows, expected):
-    assert tabular.infer_features(rows) == Features(expected)
+    assert infer_features(rows) == Features(expected)
 
 
 @pytest.mark.parametrize("values, image", [
     (["a.jpg", "b/c.PNG", None], True), (["a.jpg", "a cat"], False), ([1, 2], False), ([None], False)])
 def test_the_default_image_column_is_an_image_only_when_it_holds_image_paths(values, image):
-    features = tabular.infer_features([{"image": value} for value in values])
+    features = infer_features([{"image": value} for value in values])
     assert isinstance(features["image"], Image) == image
 
 
