@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from beam_shards import FeatureError, Features, ShardedDataset, Value
-from pipelines import common, csv as csv_pipeline, jsonl, summaries
+from pipelines import common, csv as csv_pipeline, jsonl, summaries, tabular
 from pipelines.raw_batches import RawBatch
 
 from _paths import REPO
@@ -216,3 +216,20 @@ def test_beam_shards_infer_reads_parquet_and_tfrecord_as_their_pipelines_do(tmp_
     converted = tfrecord.run(["--input", str(tmp_path / "t.tfrecord"), "--output", str(tmp_path / "out"),
                               "--label_column", "label", "--runner=FnApiRunner", "--progress", "0"])
     assert printed == converted.features
+
+
+def test_inference_over_every_row_reads_each_input_once(tmp_path, monkeypatch):
+    # The summaries and the cast share one read: the combine, not a second pass over the files.
+    read = []
+
+    def counting(path, *args):
+        read.append(path)
+        return original(path, *args)
+
+    original = tabular.read_file
+    monkeypatch.setattr(tabular, "read_file", counting)
+    for part in range(2):
+        (tmp_path / f"m{part}.csv").write_text("n,label\n" + "".join(f"{i},{'ab'[i % 2]}\n" for i in range(300)))
+    manifest = convert(csv_pipeline, tmp_path / "m*.csv", tmp_path / "out", "--label_column", "label")
+    assert manifest.num_rows == 600 and manifest.features["n"] == Value("int64", nullable=True)
+    assert sorted(read) == sorted(str(tmp_path / f"m{part}.csv") for part in range(2))
