@@ -25,8 +25,10 @@ cells = st.one_of(
 
 
 def pandas_dtype(cells: list[str]) -> str:
-    """The dtype pandas reads a CSV column of `cells` as, with no null tokens."""
-    text = "x\n" + "".join(cell + "\n" for cell in cells)
+    """The dtype pandas reads a CSV column of `cells` as, with no null tokens. A second column
+    keeps each line from being blank: pandas skips a line of spaces alone, so a one-column file
+    would lose the cell rather than read it."""
+    text = "x,y\n" + "".join(cell + ",0\n" for cell in cells)
     return str(pd.read_csv(io.StringIO(text), keep_default_na=False, na_filter=False)["x"].dtype).replace("object",
                                                                                                           "str")
 
@@ -45,8 +47,9 @@ def test_the_default_null_tokens_are_pandas():
 @pytest.mark.parametrize("column", [
     ["1", " 2", "+3", "007", "-4 "], ["1", "2.5", ".5", "5.", "1e5"], ["inf", "-Infinity", "INF", "1", "2"],
     ["True", "false", "TRUE", "tRuE", "False"], ["True", "1", "0", "false", "2"], ["0E0", "ABC", "1", "2", "3"],
-    ["a", "b"], ["0x10", "1"], ["nan", "1"], ["18446744073709551615", "1"],
-], ids=["ints", "floats", "infinities", "bools", "bools and ints", "codes", "text", "hex", "nan", "uint64"])
+    ["a", "b"], ["0x10", "1"], ["nan", "1"], ["18446744073709551615", "1"], ["0", " "], ["1.5", "\t"],
+], ids=["ints", "floats", "infinities", "bools", "bools and ints", "codes", "text", "hex", "nan", "uint64", "spaces",
+        "tab"])
 def test_pandas_reads_the_same_csv_columns_as_the_same_kinds(column):
     assert our_dtype(column) == pandas_dtype(column)
 
