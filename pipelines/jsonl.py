@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
@@ -26,6 +27,7 @@ from pipelines.cast_batches import conform_row
 
 # 19 digits in a row: a number an int64 may not hold (or text that looks like one).
 _LONG_NUMBER = re.compile(rb"\d{19}")
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
@@ -52,18 +54,20 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
             yield line_number, common.Malformed(f"cannot be read as JSON: {error}")
             continue
         if not isinstance(row, dict):
-            yield line_number, common.Malformed(f"is a JSON {type(row).__name__}, not an object")
+            yield line_number, common.Malformed(f"is a JSON {_JSON_KINDS[type(row)]}, not an object")
             continue
         yield line_number, row
 
 
 def parse_chunk(data: bytes, names: list[str] | None = None) -> pa.Table:
     """Whole JSON lines as a table, strings kept as text (pyarrow would read ISO dates as
-    timestamps). Raises where the Python reader must read the lines instead: pyarrow
-    refuses them (a line that is not an object, a key whose values change kind), they
-    nest past `nesting.MAX_DEPTH`, or a number has more digits than an int64 holds (which
-    pyarrow would read as a float)."""
-    if _LONG_NUMBER.search(data) or json_text_depth(data) > MAX_DEPTH:
+    timestamps). Raises where the Python reader must read the lines instead: a line does not
+    start with `{` (pyarrow crashes on a `null` first, apache/arrow#47409, and reads a later
+    one as a row of nulls), a line holds more than one value, pyarrow refuses the lines (a key
+    whose values change kind), they nest past `nesting.MAX_DEPTH`, or a number has more digits
+    than an int64 holds (which pyarrow would read as a float)."""
+    objects = _object_lines(data)
+    if objects is None or _LONG_NUMBER.search(data) or json_text_depth(data) > MAX_DEPTH:
         raise ValueError("for the Python reader")
     read_options = pa_json.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 20))
     table = pa_json.read_json(io.BytesIO(data), read_options=read_options)
@@ -71,7 +75,26 @@ def parse_chunk(data: bytes, names: list[str] | None = None) -> pa.Table:
     if schema != table.schema:
         table = pa_json.read_json(io.BytesIO(data), read_options=read_options,
                                   parse_options=pa_json.ParseOptions(explicit_schema=schema))
+    if table.num_rows != objects:
+        raise ValueError("for the Python reader")
     return table
+
+
+def _object_lines(data: bytes) -> int | None:
+    """How many lines of `data` are not blank, when each starts with `{` (after spaces); None
+    when one starts with anything else."""
+    view = np.frombuffer(data, np.uint8)
+    starts = np.concatenate([[0], np.flatnonzero(view == ord("\n")) + 1])
+    starts = starts[starts < len(data)]
+    first = view[starts]
+    objects = int(np.count_nonzero(first == ord("{")))
+    for start in starts[first != ord("{")].tolist():  # blank lines and lines led by spaces
+        end = data.find(b"\n", start)
+        line = data[start:end if end >= 0 else len(data)].lstrip(b" \t\r")
+        if line and not line.startswith(b"{"):
+            return None
+        objects += bool(line)
+    return objects
 
 
 def _as_text(arrow_type: pa.DataType) -> pa.DataType:

@@ -1,0 +1,39 @@
+"""JSON Lines read as Arrow give what the Python reader gives: lines pyarrow's JSON reader
+mishandles go to the Python reader rather than crash it (a `null` first: apache/arrow#47409)
+or read as rows it should not (a later `null` line as a row of nulls, two objects on a line
+as two rows)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from pipelines import jsonl
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def read(tmp_path, data: bytes) -> list:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(data)
+    return list(jsonl.FORMAT.read_file(str(path)))
+
+
+@pytest.mark.parametrize("data", [
+    b'null\n{"a": 1}\n', b' \r\n\tnull\n{"a": 1}\n', b'\xef\xbb\xbfnull\n{"a": 1}\n', b'null',
+    b'{"a": 1}\nnull\n{"a": 2}\n', b'{"a": 1}\n  null  \n', b'{"a": 1} {"a": 2}\n{"a": 3}\n',
+    b'{"a": 1} null\n{"a": 2}\n', b'{"a": 1}\n[]\n',
+], ids=["null first", "null after blank lines", "null after a BOM", "null alone", "null later", "null in spaces",
+        "two objects on a line", "an object then null", "a list later"])
+def test_lines_pyarrow_mishandles_are_read_as_the_python_reader_reads_them(tmp_path, data):
+    batches = read(tmp_path, data)
+    assert all(batch.table is None for batch in batches), batches
+    rows = [row for batch in batches for row in batch.rows]
+    assert repr(rows) == repr(list(jsonl.read_rows(io.BytesIO(data))))
+    assert any(isinstance(row, jsonl.common.Malformed) for _, row in rows)
+
+
+def test_objects_with_blank_and_indented_lines_are_still_read_as_arrow(tmp_path):
+    [batch] = read(tmp_path, b'{"a": 1}\n\n  {"a": null}\r\n\t{"a": 3}\n \n')
+    assert batch.table is not None and batch.table.to_pylist() == [{"a": 1}, {"a": None}, {"a": 3}]
