@@ -21,6 +21,7 @@ import concurrent.futures
 import errno
 import os
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from beam_shards.errors import FileTooLargeError, StoreAccessError
@@ -40,6 +41,9 @@ _GCS_DELETE_THREADS = 16
 _CHECK_TIMEOUTS_SECONDS = (10, 60)
 # (pid, scheme, bucket, configuration) of the buckets that answered.
 _checked: set[tuple] = set()
+# options -> the S3 client's arguments from them: reading all options parses Beam's
+# argument list again (about 20 ms), and every store call checks its bucket.
+_arguments_of: weakref.WeakKeyDictionary[PipelineOptions, dict] = weakref.WeakKeyDictionary()
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -74,7 +78,14 @@ def check_store(path: str) -> None:
 
 
 def _s3_arguments(options: PipelineOptions) -> dict:
-    """The arguments Beam's S3 client is built with from `options`."""
+    """The arguments Beam's S3 client is built with from `options` (read once per options:
+    FileSystems is given new options, never changed ones)."""
+    if options not in _arguments_of:
+        _arguments_of[options] = _read_s3_arguments(options)
+    return _arguments_of[options]
+
+
+def _read_s3_arguments(options: PipelineOptions) -> dict:
     values = options.get_all_options()
     return {"endpoint_url": values.get("s3_endpoint_url"), "region_name": values.get("s3_region_name"),
             "aws_access_key_id": values.get("s3_access_key_id"),
