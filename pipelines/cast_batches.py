@@ -102,6 +102,8 @@ def conform(value: Any, feature: Feature, present: bool = True) -> Any:
         if isinstance(value, str) and temporal_type(feature.dtype) is not None:
             return _parsed(value, feature)
         if feature.dtype in ("string", "large_string") and isinstance(value, (bool, int, float)):
+            if isinstance(value, int) and not isinstance(value, bool):
+                return str(value)  # as Arrow spells an int64, and past 64 bits too
             return pa.array([value]).cast(pa.string())[0].as_py()
         return value
     if isinstance(feature, Struct) and isinstance(value, dict):

@@ -9,6 +9,7 @@ import io
 
 import pytest
 
+from beam_shards import Features, Sequence, Value
 from pipelines import jsonl
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,3 +38,11 @@ def test_lines_pyarrow_mishandles_are_read_as_the_python_reader_reads_them(tmp_p
 def test_objects_with_blank_and_indented_lines_are_still_read_as_arrow(tmp_path):
     [batch] = read(tmp_path, b'{"a": 1}\n\n  {"a": null}\r\n\t{"a": 3}\n \n')
     assert batch.table is not None and batch.table.to_pylist() == [{"a": 1}, {"a": None}, {"a": 3}]
+
+
+def test_an_int_past_64_bits_among_text_is_its_digits(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"v": ["]]", 777777777777777777777777777777]}\n{"v": ["a", 7, 1.5, true]}\n')
+    features = Features({"v": Sequence(Value("string"))})
+    rows = [jsonl.to_example(row, features) for _, row in jsonl.read_rows(path.open("rb"))]
+    assert rows == [{"v": ["]]", "777777777777777777777777777777"]}, {"v": ["a", "7", "1.5", "true"]}]
