@@ -35,12 +35,15 @@ from pipelines.cast_batches import conform
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _INT = re.compile(r"^[+-]?\d+$")
+# A line of spaces and tabs alone, which pandas (and so HF) skips as blank and pyarrow reads as a row.
+_SPACES_LINE = re.compile(rb"(?:^|\n)[ \t]+(?:\r?\n|\r?$)")
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
 
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
-    """`(line number, {column: cell} or Malformed)` for each non-blank row after the header.
+    """`(line number, {column: cell} or Malformed)` for each non-blank row after the header
+    (a line of spaces and tabs alone is blank, as pandas reads it).
 
     A line longer than `lines.MAX_LINE_BYTES` is a Malformed, and reading goes on after
     it; a row of several lines longer than that together, or text that cannot be split
@@ -68,7 +71,7 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
             source.row_chars = 0
             for row in reader:
                 start, end, source.row_chars = end + 1, source.number, 0
-                if not row:
+                if not row or (len(row) == 1 and not row[0].strip(" \t")):
                     continue
                 if len(row) != len(header):
                     yield start, common.Malformed(
@@ -89,7 +92,10 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
 
 def parse_chunk(data: bytes, names: list[str] | None) -> pa.Table:
     """Whole CSV rows (no header) as a table of text columns named `names`; pyarrow's
-    errors (a row of the wrong field count, bad UTF-8) raise."""
+    errors (a row of the wrong field count, bad UTF-8) raise, and so does a line of spaces
+    alone, for the Python reader to skip."""
+    if (data[:1] in (b" ", b"\t") or b"\n " in data or b"\n\t" in data) and _SPACES_LINE.search(data):
+        raise ValueError("for the Python reader")
     text = pa.string()
     return pa_csv.read_csv(
         io.BytesIO(data),
