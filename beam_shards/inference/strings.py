@@ -33,18 +33,6 @@ def true_count(mask: pa.Array | np.ndarray) -> int:
     return int(pc.sum(mask).as_py() or 0)
 
 
-def split(array: pa.Array, mask: pa.Array | np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """The values of `array` where `mask` is true, and those where it is false."""
-    hits = true_count(mask)
-    if hits == 0:
-        return array.slice(0, 0), array
-    if hits == len(array):
-        return array, array.slice(0, 0)
-    if isinstance(mask, np.ndarray):
-        return array.filter(arrow_mask(mask)), array.filter(arrow_mask(~mask))
-    return array.filter(mask), array.filter(pc.invert(mask))
-
-
 # numpy arrays become Arrow arrays by their buffers: pa.array() of one would import pandas,
 # which takes seconds.
 def arrow_mask(mask: np.ndarray) -> pa.Array:
@@ -58,11 +46,9 @@ def arrow_indices(places: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(places), [None, pa.py_buffer(places.astype(np.int64))])
 
 
-def matching(array: pa.Array, pattern: str) -> tuple[pa.Array, pa.Array]:
-    """The strings of `array` that match `pattern` (RE2 syntax), and those that do not."""
-    if len(array) == 0:
-        return array, array
-    return split(array, pc.match_substring_regex(array, pattern))
+def subset(array: pa.Array, places: np.ndarray) -> pa.Array:
+    """The values of `array` at `places` (ascending, none repeated): `array` itself when that is all of them."""
+    return array if len(places) == len(array) else array.take(arrow_indices(places))
 
 
 def byte_set(chars: bytes) -> np.ndarray:
@@ -104,19 +90,20 @@ def holds_any(array: pa.Array, table: np.ndarray) -> np.ndarray:
     return np.logical_or.reduceat(flags, starts) & (offsets[1:] > offsets[:-1])
 
 
-def castable(array: pa.Array, arrow_type: pa.DataType) -> int:
-    """How many strings of `array` Arrow casts to `arrow_type`. Halves until each part casts
+def castable_mask(array: pa.Array, arrow_type: pa.DataType) -> np.ndarray:
+    """Whether Arrow casts each string of `array` to `arrow_type`. Halves until each part casts
     or is one string: a few bad strings cost a few casts each."""
     if len(array) == 0:
-        return 0
+        return np.zeros(0, np.bool_)
     try:
         pc.cast(array, arrow_type)
-        return len(array)
+        return np.ones(len(array), np.bool_)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         if len(array) == 1:
-            return 0
+            return np.zeros(1, np.bool_)
         half = len(array) // 2
-        return castable(array.slice(0, half), arrow_type) + castable(array.slice(half), arrow_type)
+        return np.concatenate([castable_mask(array.slice(0, half), arrow_type),
+                               castable_mask(array.slice(half), arrow_type)])
 
 
 def only_bytes(array: pa.Array, table: np.ndarray) -> bool:
@@ -131,22 +118,40 @@ def classify_strings(array: pa.Array, kinds: Kinds, *, paths: bool = False, amon
     end in an image file extension."""
     if among is not None and true_count(among) < len(array):
         array = array.filter(arrow_mask(among))
-    if len(array) == 0:
-        return
+    found = string_kinds(array, paths=paths)
+    for name, mask in found.items():
+        setattr(kinds, name, getattr(kinds, name) + true_count(mask))
+
+
+def string_kinds(array: pa.Array, *, paths: bool = False) -> dict[str, np.ndarray]:
+    """The kind of each string of `array` (none null), as masks named for the `Kinds` counts
+    they add to: `dates`, `datetimes`, `zoned` and `strings`, one of which holds each string;
+    with `paths`, also `image_paths`, the strings that end in an image file extension."""
+    none = np.zeros(len(array), np.bool_)
+    found = {"dates": none, "datetimes": none, "zoned": none, "strings": np.ones(len(array), np.bool_)}
     if paths:
-        kinds.image_paths += true_count(pc.match_substring_regex(array, IMAGE_PATH))
-    temporal, rest = split(array, byte_at(array, 4) == ord("-"))
-    kinds.strings += len(rest)
+        found["image_paths"] = _regex_mask(array, IMAGE_PATH)
+    if len(array) == 0:
+        return found
+    temporal = np.flatnonzero(byte_at(array, 4) == ord("-"))
     if len(temporal) == 0:
-        return
-    dates, times = split(temporal, lengths(temporal) == 10)
-    found = castable(dates, DATE_TYPE)
-    kinds.dates += found
-    kinds.strings += len(dates) - found
-    if len(times) == 0:
-        return
-    zoned, naive = matching(times, _ZONE)
-    for kind, part, arrow_type in (("zoned", zoned, ZONED_TYPE), ("datetimes", naive, DATETIME_TYPE)):
-        found = castable(part, arrow_type)
-        setattr(kinds, kind, getattr(kinds, kind) + found)
-        kinds.strings += len(part) - found
+        return found
+    candidates = subset(array, temporal)
+    is_date = lengths(candidates) == 10
+    zoned = np.zeros(len(candidates), np.bool_)
+    longer = np.flatnonzero(~is_date)
+    zoned[longer] = _regex_mask(subset(candidates, longer), _ZONE)
+    for name, part, arrow_type in (("dates", is_date, DATE_TYPE), ("zoned", zoned, ZONED_TYPE),
+                                   ("datetimes", ~is_date & ~zoned, DATETIME_TYPE)):
+        places = np.flatnonzero(part)
+        hits = temporal[places[castable_mask(subset(candidates, places), arrow_type)]]
+        found[name] = np.zeros(len(array), np.bool_)
+        found[name][hits] = True
+        found["strings"][hits] = False
+    return found
+
+
+def _regex_mask(array: pa.Array, pattern: str) -> np.ndarray:
+    if len(array) == 0:
+        return np.zeros(0, np.bool_)
+    return pc.match_substring_regex(array, pattern).to_numpy(zero_copy_only=False)

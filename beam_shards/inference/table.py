@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from beam_shards.inference.arrow import summarize_arrow
 from beam_shards.inference.kinds import First, Kinds
-from beam_shards.inference.text import summarize_text
+from beam_shards.inference.text import summarize_text_columns
 from beam_shards.inference.strings import DEFAULT_IMAGE_COLUMN
 from beam_shards.inference.values import fields_of_objects
 
@@ -39,10 +39,15 @@ def summarize_table(batch: pa.Table | pa.RecordBatch | Sequence[dict[str, Any]],
         fields = fields_of_objects(rows, origin, "", 0, labels=label_columns, paths=[DEFAULT_IMAGE_COLUMN])
         return Kinds(rows=len(rows), objects=len(rows), fields=fields)
     summary = Kinds(rows=batch.num_rows, objects=batch.num_rows)
-    for place, name in enumerate(batch.schema.names):
-        column = batch.column(place)
-        summarize = summarize_text if cells and pa.types.is_string(column.type) else summarize_arrow
-        summary.fields[name] = summarize(column, labels=name in label_columns, paths=name == DEFAULT_IMAGE_COLUMN,
-                                         origin=origin, path=name)
+    names = batch.schema.names
+    text = {name: batch.column(place) for place, name in enumerate(names)
+            if cells and pa.types.is_string(batch.schema.field(place).type)}
+    summary.fields.update(summarize_text_columns(text, labels=label_columns, paths=[DEFAULT_IMAGE_COLUMN],
+                                                 origin=origin))
+    for place, name in enumerate(names):
+        if name not in text:
+            summary.fields[name] = summarize_arrow(batch.column(place), labels=name in label_columns,
+                                                   paths=name == DEFAULT_IMAGE_COLUMN, origin=origin, path=name)
         summary.fields[name].first = (*origin, 0, place)
+    summary.fields = {name: summary.fields[name] for name in names}
     return summary

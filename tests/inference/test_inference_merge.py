@@ -65,6 +65,21 @@ def test_csv_cells_summarized_in_batches_merge_to_the_whole(column, seed):
 
 
 @_SETTINGS
+@given(st.lists(st.lists(cells, max_size=6), min_size=1, max_size=30), st.sampled_from(["c0", "image", "label"]))
+def test_columns_of_cells_summarized_together_are_each_summarized_alone(columns, named):
+    """A wide table's columns are classified together (`summarize_table`); each summary is the one
+    its column gets alone, a label column's distinct cells and the image column's paths too."""
+    rows = max(map(len, columns))
+    table = pa.table({f"c{i}" if i else named: pa.array(cells + [None] * (rows - len(cells)), pa.string())
+                      for i, cells in enumerate(columns)})
+    together = summarize_table(table, cells=True, label_columns=["label"])
+    for name in table.column_names:
+        alone = summarize_text(table[name], labels=name == "label", paths=name == "image", path=name)
+        alone.first = together.fields[name].first
+        assert together.fields[name] == alone, name
+
+
+@_SETTINGS
 @given(rows, st.integers(0, 2**32))
 def test_json_rows_summarized_in_batches_merge_to_the_whole(batch, seed):
     whole = summarize_table(batch, label_columns=["label"])
