@@ -60,9 +60,10 @@ def _batch_rows(batch: pa.RecordBatch, columns=None) -> list[dict]:
     return batch.to_pylist()
 
 
-def _sink_then_source(out, pipeline_options, run=lambda p: p.run().wait_until_finish()):
-    """One pipeline writes the cache; a second reads it four ways: rows/batches, all/some columns."""
-    with beam.Pipeline(options=pipeline_options) as p:
+def _sink_then_source(out, pipeline_options, run=lambda p: p.run().wait_until_finish(), write_options=None):
+    """One pipeline writes the cache (on `write_options`, by default those of the read); a second reads it four
+    ways: rows/batches, all/some columns."""
+    with beam.Pipeline(options=write_options or pipeline_options) as p:
         (p | beam.Create(range(PARTS)) | beam.FlatMap(_examples)
          | WriteToArrowShards(str(out), FEATURES, **SINK_ARGS))
     assert read_metadata(str(out)).num_shards > PARTS
@@ -85,7 +86,9 @@ def test_sink_then_source_in_process(tmp_path):
 
 @pytest.mark.slow
 def test_sink_then_source_on_two_worker_processes(tmp_path):
-    _sink_then_source(tmp_path / "cache", options("--direct_num_workers=2", "--direct_running_mode=multi_processing"))
+    # The sink on worker processes is test_sink's `test_two_worker_processes`; here the write runs in-process.
+    _sink_then_source(tmp_path / "cache", options("--direct_num_workers=2", "--direct_running_mode=multi_processing"),
+                      write_options=options())
 
 
 @pytest.mark.slow

@@ -243,13 +243,6 @@ def test_no_progress_is_counted_when_the_workers_run_elsewhere(monkeypatch):
     assert seen == [None]
 
 
-def test_demo_with_several_workers(tmp_path):
-    out = str(tmp_path / "demo")
-    demo.run(["--output", out, "--num_examples", "600", "--image_size", "16",
-              "--direct_num_workers=2", "--direct_running_mode=multi_threading"])
-    assert read_metadata(out).num_rows == 600
-
-
 # --- image_folder -----------------------------------------------------------------------
 
 @pytest.fixture

@@ -308,18 +308,6 @@ def _features_file(folder, features: Features) -> str:
     return path
 
 
-@TIMEOUT
-@pytest.mark.slow
-def test_several_worker_processes(tmp_path):
-    for shard in range(3):
-        write(tmp_path / f"part-{shard}.tfrecord", [row(shard * 10 + i) for i in range(10)])
-    out = tmp_path / "out"
-    manifest = pipeline.run(["--input", str(tmp_path / "part-*.tfrecord"), "--output", str(out),
-                             "--direct_num_workers=2", "--direct_running_mode=multi_processing"])
-    assert manifest.num_rows == 30
-    assert sorted(r["embedding"][0] for r in ShardedDataset(str(out))) == [float(i) for i in range(30)]
-
-
 def test_usage_errors(tmp_path, capsys):
     write(tmp_path / "a.tfrecord", [row(0)])
     for argv, message in [

@@ -177,27 +177,31 @@ def test_caches_sharing_a_cache_dir_never_serve_each_others_shards(store, tmp_pa
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("store", ["s3"], indirect=True)
-@pytest.mark.parametrize("damage", ["flipped", "zeroed"])
-def test_a_copy_damaged_in_place_is_fetched_again_and_serves_the_right_rows(remote_cache, tmp_path, damage):
+def test_a_copy_damaged_in_place_is_fetched_again_and_serves_the_right_rows(remote_cache, tmp_path):
+    """The copy of shard 0 gets one bit flipped, that of shard 1 is zeroed; one fresh process reads both."""
     cache_dir = tmp_path / "shard_cache"
     backend = ArrowBackend.open(remote_cache, cache_dir=str(cache_dir))
-    rows = backend.manifest.shards[0].num_rows
+    entries = backend.manifest.shards[:2]
+    rows = entries[0].num_rows + entries[1].num_rows
     expected = [(i, example(i)["pad"]) for i in range(rows)]
     assert ids_and_pads(backend, rows) == expected
-    entry = backend.manifest.shards[0]
-    name = f"crc32-{entry.checksum[6:]}-{entry.num_bytes}.arrow"
-    [copy] = [path for path in cache_dir.iterdir() if path.name.endswith(name)]
-    data = copy.read_bytes()
-    if damage == "flipped":
-        at = data.index(example(3)["pad"]) + 2000  # inside row 3's pad
-        damaged = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
-    else:
-        damaged = bytes(len(data))
-    with open(copy, "r+b") as handle:  # the same file, the same size
-        handle.write(damaged)
+    copies = []
+    for entry, damage in zip(entries, ["flipped", "zeroed"]):
+        name = f"crc32-{entry.checksum[6:]}-{entry.num_bytes}.arrow"
+        [copy] = [path for path in cache_dir.iterdir() if path.name.endswith(name)]
+        data = copy.read_bytes()
+        if damage == "flipped":
+            at = data.index(example(3)["pad"]) + 2000  # inside row 3's pad
+            damaged = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+        else:
+            damaged = bytes(len(data))
+        with open(copy, "r+b") as handle:  # the same file, the same size
+            handle.write(damaged)
+        copies.append(copy)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
         assert fresh.submit(_first_rows, remote_cache, str(cache_dir), rows).result() == expected
-    assert (f"crc32:{zlib.crc32(copy.read_bytes()):08x}", copy.stat().st_size) == (entry.checksum, entry.num_bytes)
+    for copy, entry in zip(copies, entries):
+        assert (f"crc32:{zlib.crc32(copy.read_bytes()):08x}", copy.stat().st_size) == (entry.checksum, entry.num_bytes)
     assert ids_and_pads(ArrowBackend.open(remote_cache, cache_dir=str(cache_dir)), rows) == expected
 
 

@@ -128,11 +128,17 @@ FAILING_RUNS = [
 ]
 
 
+TWO_PROCESSES = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+# A worker's error reaches the command as text naming its class: each class a worker raises, once (the
+# bomb's and the null's are the sink's EncodeError, the number's the reader's BadInputError).
+RUNS = [pytest.param(*case.values, [], id=f"{case.id}-in-process") for case in cases(FAILING_RUNS)] + [
+    pytest.param(*case.values, TWO_PROCESSES, id=f"{case.id}-two processes") for case in cases(FAILING_RUNS)
+    if case.id != "a null inside a fixed-size list"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("runner", [[], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]],
-                         ids=["in-process", "two processes"])
-@pytest.mark.parametrize("module, files, input_file, flags", cases(FAILING_RUNS))
+@pytest.mark.parametrize("module, files, input_file, flags, runner", RUNS)
 def test_a_failing_pipeline_prints_one_error_line_and_no_traceback(tmp_path, module, files, input_file, flags, runner):
     root = tmp_path / "input"
     make_files(root, {"a.jpg": jpeg(1), **files})
