@@ -84,10 +84,10 @@ def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
 #   subprocess  starts other processes (a script, multi_processing workers, the portable runner)
 #   flink       runs on Apache Flink: requests flink_install (tests/flink/conftest.py), or a fixture that does
 #   slow        marked by hand: long fault-injection or large-data tests
-# The edit loop, pytest -m "not slow and not stores", leaves out exactly the tests marked slow and
-# the tests that request a fixture named store, s3_server, gcs_server or faulty_s3 (also those of
-# tests/storage/test_object_store.py, whose own `store` is an in-process fake that starts no
-# server); tests marked beam or subprocess run in it unless they are slow.
+# The edit loop, pytest -m "not slow and not stores and not flink", leaves out exactly the tests
+# marked slow, the tests on Flink, and the tests that request a fixture named store, s3_server,
+# gcs_server or faulty_s3 (also those of tests/storage/test_object_store.py, whose own `store` is
+# an in-process fake that starts no server); tests marked beam or subprocess run in it unless they are slow.
 
 _STORE_FIXTURES = {"store", "s3_server", "gcs_server", "faulty_s3"}
 _PROCESS_FIXTURES = {"portable_options", "portable_services"}

@@ -6,7 +6,9 @@ start-foreground`), so the fixture that started it stops it whatever happens. It
 are free ones, its configuration a copy of the distribution's written into a folder of
 its own (FLINK_CONF_DIR), and its logs stay in that folder for failure messages. The
 worker pool runs the Python SDK workers the cluster's tasks ask for
-(`--environment_type=EXTERNAL`), in this venv with the tests' PYTHONPATH.
+(`--environment_type=EXTERNAL`), in this venv with the tests' PYTHONPATH. One Beam job
+server, the JVM that turns a pipeline into a Flink job, serves every job of the session
+(`--job_endpoint`) rather than one started for each.
 """
 
 from __future__ import annotations
@@ -125,3 +127,20 @@ def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
         stop(process)
         raise
     return f"localhost:{port}", process
+
+
+def start_job_server(jar: pathlib.Path, flink_master: str, log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
+    """Starts the Beam Flink job server for `flink_master` on a free loopback port; returns its address and process."""
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "job_server.out", "wb") as log:
+        process = subprocess.Popen(["java", "-Dorg.slf4j.simpleLogger.showDateTime=true", "-jar", str(jar), "--flink-master", flink_master, "--job-host", "127.0.0.1",
+                                    "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "-1",
+                                    "--artifacts-dir", str(log_dir / "artifacts")],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, process, "the Beam Flink job server")
+    except BaseException:
+        stop(process)
+        raise
+    return f"127.0.0.1:{port}", process

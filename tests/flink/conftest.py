@@ -6,7 +6,10 @@
   workers in the test's process (LOOPBACK): every job starts a job server and an
   embedded Flink of its own.
 - `flink_cluster_options`: the session's standalone cluster (`flink_cluster`) with
-  `--parallelism=2`, and its Python workers in the session's worker pool (EXTERNAL).
+  `--parallelism=2`, its jobs submitted by the session's job server and its Python
+  workers in the session's worker pool (EXTERNAL), each kept for the job's later stages.
+
+- `flink_options`: each of the two in turn (a test that takes it runs on both).
 
 Every test that takes one of them is marked `flink` (tests/conftest.py).
 """
@@ -21,11 +24,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from _flink_cluster import SLOTS, FlinkCluster, start_cluster, start_worker_pool
+from _flink_cluster import SLOTS, FlinkCluster, start_cluster, start_job_server, start_worker_pool
 from _services import stop
 from install_flink import FLINK_MINOR, FLINK_VERSION, flink_home, job_server_jar
 
 REQUIRE_VARIABLE = "BEAM_SHARDS_REQUIRE_FLINK"
+ENVIRONMENT_CACHE_MILLIS = 30_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +86,26 @@ def beam_worker_pool(flink_install: FlinkInstall, tmp_path_factory) -> Iterator[
         stop(process)
 
 
+@pytest.fixture(scope="session")
+def flink_cluster_job_server(flink_install: FlinkInstall, flink_cluster: FlinkCluster) -> Iterator[str]:
+    """The Beam job server that submits the session's jobs to `flink_cluster`; yields its address."""
+    address, process = start_job_server(flink_install.job_server_jar, flink_cluster.rest, flink_cluster.conf_dir)
+    try:
+        yield address
+    finally:
+        stop(process)
+
+
 @pytest.fixture
-def flink_cluster_options(flink_install: FlinkInstall, flink_cluster: FlinkCluster, beam_worker_pool: str) -> list[str]:
-    return [*flink_install.runner_options(flink_cluster.rest), f"--parallelism={SLOTS}",
-            "--environment_type=EXTERNAL", f"--environment_config={beam_worker_pool}"]
+def flink_cluster_options(flink_install: FlinkInstall, flink_cluster: FlinkCluster, flink_cluster_job_server: str,
+                          beam_worker_pool: str) -> list[str]:
+    # A worker outlives the stage that started it by ENVIRONMENT_CACHE_MILLIS, so the next stage reuses it.
+    return [*flink_install.runner_options(flink_cluster.rest), f"--job_endpoint={flink_cluster_job_server}",
+            f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={beam_worker_pool}",
+            f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
+
+
+@pytest.fixture(params=["local", "cluster"])
+def flink_options(request, flink_install: FlinkInstall) -> list[str]:
+    """The flags of `flink_local_options`, then of `flink_cluster_options`."""
+    return request.getfixturevalue(f"flink_{request.param}_options")

@@ -26,7 +26,6 @@ DEMO = ["--num_examples", "300", "--image_size", "8", "--shard_size", "8KB", "--
 FEATURES = Features({"id": Value("int64"), "text": Value("string"), "data": Value("binary")})
 ROWS = 3000
 SHARD_BYTES = 16 << 10
-ENGINES = ("local", "cluster")
 
 
 def _verified(path: str) -> None:
@@ -46,24 +45,20 @@ def demo_on_fnapi(tmp_path_factory) -> list[str]:
     return shard_digests(output)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_the_demo_on_flink_writes_the_fnapi_runners_bytes(engine, request, demo_on_fnapi, tmp_path):
-    options = request.getfixturevalue(f"flink_{engine}_options")
+def test_the_demo_on_flink_writes_the_fnapi_runners_bytes(flink_options, demo_on_fnapi, tmp_path):
     output = str(tmp_path / "demo")
-    manifest = demo.run([*DEMO, "--output", output, *options])
+    manifest = demo.run([*DEMO, "--output", output, *flink_options])
     assert manifest.num_rows == 300 and manifest.num_shards >= 3, manifest
     assert shard_digests(output) == demo_on_fnapi
     _verified(output)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_cache_read_and_written_again_on_flink_keeps_every_row_once(engine, request, tmp_path):
-    options = request.getfixturevalue(f"flink_{engine}_options")
+def test_a_cache_read_and_written_again_on_flink_keeps_every_row_once(flink_options, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     write_shards(({"id": i, "text": f"row {i}", "data": bytes([i % 251]) * (i % 40)} for i in range(ROWS)),
                  source, FEATURES, shard_size_bytes=SHARD_BYTES)
     assert read_metadata(source).num_shards >= 4, "the source should span several shards, read in parallel"
-    with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+    with beam.Pipeline(options=PipelineOptions(flink_options)) as pipeline:
         _ = (pipeline
              | ReadFromArrowShards(source, desired_split_bytes=4 << 10)
              | beam.Reshuffle()
