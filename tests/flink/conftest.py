@@ -61,7 +61,7 @@ def flink_install() -> FlinkInstall:
     return FlinkInstall(job_server_jar(), flink_home())
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def flink_local_options(flink_install: FlinkInstall) -> list[str]:
     return [*flink_install.runner_options("[local]"), "--environment_type=LOOPBACK"]
 
@@ -96,7 +96,7 @@ def flink_cluster_job_server(flink_install: FlinkInstall, flink_cluster: FlinkCl
         stop(process)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def flink_cluster_options(flink_install: FlinkInstall, flink_cluster: FlinkCluster, flink_cluster_job_server: str,
                           beam_worker_pool: str) -> list[str]:
     # A worker outlives the stage that started it by ENVIRONMENT_CACHE_MILLIS, so the next stage reuses it.
@@ -105,7 +105,9 @@ def flink_cluster_options(flink_install: FlinkInstall, flink_cluster: FlinkClust
             f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
 
 
-@pytest.fixture(params=["local", "cluster"])
+@pytest.fixture(scope="session", params=["local", "cluster"])
 def flink_options(request, flink_install: FlinkInstall) -> list[str]:
-    """The flags of `flink_local_options`, then of `flink_cluster_options`."""
+    """The flags of `flink_local_options`, then of `flink_cluster_options`. A session-scoped parameter
+    makes pytest run every test on the first before any on the second, so the cluster's tests come
+    together: xdist then tends to give them to one worker, which starts the only cluster."""
     return request.getfixturevalue(f"flink_{request.param}_options")
