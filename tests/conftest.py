@@ -82,14 +82,16 @@ def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
 #   beam        runs a Beam pipeline (apache_beam, the sink or source, or a conversion pipeline)
 #   stores      starts a real protocol server (moto's S3, fake-gcs-server)
 #   subprocess  starts other processes (a script, multi_processing workers, the portable runner)
+#   flink       runs on Apache Flink: requests flink_install (tests/flink/conftest.py), or a fixture that does
 #   slow        marked by hand: long fault-injection or large-data tests
-# The edit loop, pytest -m "not slow and not stores", leaves out exactly the tests marked slow and
-# the tests that request a fixture named store, s3_server, gcs_server or faulty_s3 (also those of
-# tests/storage/test_object_store.py, whose own `store` is an in-process fake that starts no
-# server); tests marked beam or subprocess run in it unless they are slow.
+# The edit loop, pytest -m "not slow and not stores and not flink", leaves out exactly the tests
+# marked slow, the tests on Flink, and the tests that request a fixture named store, s3_server,
+# gcs_server or faulty_s3 (also those of tests/storage/test_object_store.py, whose own `store` is
+# an in-process fake that starts no server); tests marked beam or subprocess run in it unless they are slow.
 
 _STORE_FIXTURES = {"store", "s3_server", "gcs_server", "faulty_s3"}
 _PROCESS_FIXTURES = {"portable_options", "portable_services"}
+_FLINK_FIXTURE = "flink_install"
 _BEAM_MODULES = ("apache_beam", "beam_shards.beam", "pipelines")
 _PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "concurrent.futures.process")
 _PROCESS_WORDS = {"multi_processing", "spawn", "forkserver", "fork", "Popen", "ProcessPoolExecutor"}
@@ -141,7 +143,9 @@ def _needs(item: pytest.Item) -> set[str]:
         needs.add("stores")
     if _PROCESS_FIXTURES.intersection(item.fixturenames):
         needs.update(("subprocess", "beam"))
-    for marker in ("beam", "stores", "subprocess"):
+    if _FLINK_FIXTURE in item.fixturenames:
+        needs.update(("flink", "subprocess", "beam"))
+    for marker in ("beam", "flink", "stores", "subprocess"):
         if item.get_closest_marker(marker):
             needs.add(marker)
     return needs

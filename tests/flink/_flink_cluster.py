@@ -1,0 +1,146 @@
+"""A standalone Flink cluster and a Beam worker pool on 127.0.0.1, started and stopped by the Flink fixtures.
+
+The cluster is what `start-cluster.sh` starts, one JobManager and one TaskManager with
+2 slots, but each in the foreground as a child of the tests (`jobmanager.sh
+start-foreground`), so the fixture that started it stops it whatever happens. Its ports
+are free ones, its configuration a copy of the distribution's written into a folder of
+its own (FLINK_CONF_DIR), and its logs stay in that folder for failure messages. The
+worker pool runs the Python SDK workers the cluster's tasks ask for
+(`--environment_type=EXTERNAL`), in this venv with the tests' PYTHONPATH. One Beam job
+server, the JVM that turns a pipeline into a Flink job, serves every job of the session
+(`--job_endpoint`) rather than one started for each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.request
+
+import yaml
+
+from _services import free_port, stop, wait_for_port
+
+SLOTS = 2
+# A JobManager and a TaskManager start in about 10s on an idle 2-core machine, and several times that on a busy one.
+CLUSTER_START_SECONDS = 180
+
+
+@dataclasses.dataclass
+class FlinkCluster:
+    """A running cluster: its REST address (what `--flink_master` takes) and where its logs are."""
+
+    rest: str
+    conf_dir: pathlib.Path
+    processes: list[subprocess.Popen]
+
+    def overview(self) -> dict:
+        with urllib.request.urlopen(f"http://{self.rest}/overview", timeout=5) as response:
+            return json.load(response)
+
+    def logs(self, lines: int = 40) -> str:
+        """The last `lines` lines of each process's log, for a failure message."""
+        tails = []
+        for log in sorted(self.conf_dir.glob("*.out")):
+            tails.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(tails)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            stop(process)
+
+
+def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
+    """Writes the distribution's configuration, on free loopback ports with 2 slots, into `conf_dir`; returns the REST address."""
+    conf = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text())
+    rest_port = free_port()
+    conf.update({
+        "jobmanager": {"bind-host": "127.0.0.1", "rpc": {"address": "127.0.0.1", "port": free_port()},
+                       "memory": {"process": {"size": "1024m"}}},
+        "taskmanager": {"bind-host": "127.0.0.1", "host": "127.0.0.1", "numberOfTaskSlots": SLOTS,
+                        "memory": {"process": {"size": "1536m"}}},
+        "rest": {"address": "127.0.0.1", "bind-address": "127.0.0.1", "port": rest_port},
+        "parallelism": {"default": SLOTS},
+        "io": {"tmp": {"dirs": str(conf_dir / "tmp")}},
+    })
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf))
+    for name in ("log4j-console.properties", "log4j.properties"):
+        (conf_dir / name).write_bytes((flink_home / "conf" / name).read_bytes())
+    return f"127.0.0.1:{rest_port}"
+
+
+def start_cluster(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> FlinkCluster:
+    """Starts a JobManager and a TaskManager; returns once the TaskManager's slots are registered."""
+    rest = write_conf(flink_home, conf_dir)
+    env = {**os.environ, "FLINK_CONF_DIR": str(conf_dir), "FLINK_LOG_DIR": str(conf_dir)}
+    cluster = FlinkCluster(rest, conf_dir, [])
+    for role, script in (("jobmanager", "jobmanager.sh"), ("taskmanager", "taskmanager.sh")):
+        with open(conf_dir / f"{role}.out", "wb") as log:
+            cluster.processes.append(subprocess.Popen([str(flink_home / "bin" / script), "start-foreground"],
+                                                      stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                      start_new_session=True))
+    try:
+        _wait_for_slots(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _wait_for_slots(cluster: FlinkCluster) -> None:
+    deadline = time.monotonic() + CLUSTER_START_SECONDS
+    seen = None
+    while time.monotonic() < deadline:
+        exited = [process.args[0] for process in cluster.processes if process.poll() is not None]
+        if exited:
+            raise RuntimeError(f"{', '.join(exited)} exited while the Flink cluster started:\n{cluster.logs()}")
+        try:
+            seen = cluster.overview()
+            if seen.get("slots-total") == SLOTS:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the Flink cluster at {cluster.rest} had not registered {SLOTS} slots within "
+                       f"{CLUSTER_START_SECONDS}s (last overview: {seen}):\n{cluster.logs()}")
+
+
+def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
+    """Starts Beam's Python worker pool on a free loopback port; returns its address and process."""
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    # The pool starts each worker as `python -c ...`: this venv's python, found first on PATH.
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    with open(log_dir / "worker_pool.out", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                                    f"--service_port={port}"], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+    try:
+        wait_for_port(port, process, "the Beam worker pool")
+    except BaseException:
+        stop(process)
+        raise
+    return f"localhost:{port}", process
+
+
+def start_job_server(jar: pathlib.Path, flink_master: str, log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
+    """Starts the Beam Flink job server for `flink_master` on a free loopback port; returns its address and process."""
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "job_server.out", "wb") as log:
+        process = subprocess.Popen(["java", "-Dorg.slf4j.simpleLogger.showDateTime=true", "-jar", str(jar), "--flink-master", flink_master, "--job-host", "127.0.0.1",
+                                    "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "-1",
+                                    "--artifacts-dir", str(log_dir / "artifacts")],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, process, "the Beam Flink job server")
+    except BaseException:
+        stop(process)
+        raise
+    return f"127.0.0.1:{port}", process
