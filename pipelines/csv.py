@@ -43,7 +43,8 @@ _FALSE = ("false", "no", "0")
 
 def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
     """`(line number, {column: cell} or Malformed)` for each non-blank row after the header
-    (a line of spaces and tabs alone is blank, as pandas reads it).
+    (a line of spaces and tabs alone is blank, as pandas reads it; blank lines before the
+    header are skipped).
 
     A line longer than `lines.MAX_LINE_BYTES` is a Malformed, and reading goes on after
     it; a row of several lines longer than that together, or text that cannot be split
@@ -58,6 +59,8 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
             reader = csv.reader(source)
             if header is None:
                 header = next(reader, None)
+                while header is not None and raw_batches.blank_row(header):
+                    header = next(reader, None)
                 if header is None:
                     return
                 if header and header[0].lstrip().startswith("{"):
@@ -71,7 +74,7 @@ def read_rows(handle: BinaryIO) -> Iterator[tuple[int, Any]]:
             source.row_chars = 0
             for row in reader:
                 start, end, source.row_chars = end + 1, source.number, 0
-                if not row or (len(row) == 1 and not row[0].strip(" \t")):
+                if raw_batches.blank_row(row):
                     continue
                 if len(row) != len(header):
                     yield start, common.Malformed(

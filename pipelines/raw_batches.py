@@ -28,6 +28,7 @@ from pipelines.opening import open_input, read_range
 PYTHON_BATCH_ROWS = 1024
 # A chunk of more columns is read row by row: Arrow's costs per column are for tables, not rows of 100,000 keys.
 MAX_ARROW_COLUMNS = 4096
+_BOM = b"\xef\xbb\xbf"
 # A format's pyarrow reader: a chunk's bytes and the header's column names (None: no header) to a table.
 ParseChunk = Callable[[bytes, "list[str] | None"], pa.Table]
 ReadRows = Callable[[BinaryIO], Iterator[tuple[int, Any]]]
@@ -109,13 +110,20 @@ def _header(handle: BinaryIO, read_rows: ReadRows) -> tuple[bytes, list[str] | N
         if line is None:
             return bytes(head), None
         head += line
+        if not head.removeprefix(_BOM).strip(b" \t\r\n"):
+            continue  # blank lines before the header, which pandas skips too
         if not head.count(b'"') & 1:
             break
     found = list(read_rows(io.BytesIO(bytes(head))))
     if found or not head.strip():
         return bytes(head), None
-    text = head.decode("utf-8-sig").rstrip("\r\n")
-    return bytes(head), next(csv.reader([text]), None)
+    rows = [row for row in csv.reader(io.StringIO(head.decode("utf-8-sig"), newline="")) if not blank_row(row)]
+    return bytes(head), rows[0] if rows else None
+
+
+def blank_row(row: list[str]) -> bool:
+    """Whether a CSV row is a blank line: empty, or spaces and tabs alone (as pandas reads it)."""
+    return not row or (len(row) == 1 and not row[0].strip(" \t"))
 
 
 def _check_row_bytes(table: pa.Table, data_bytes: int) -> None:
