@@ -127,8 +127,8 @@ def string_kinds(array: pa.Array, *, paths: bool = False) -> dict[str, np.ndarra
     """The kind of each string of `array` (none null), as masks named for the `Kinds` counts
     they add to: `dates`, `datetimes`, `zoned` and `strings`, one of which holds each string;
     with `paths`, also `image_paths`, the strings that end in an image file extension."""
-    none = np.zeros(len(array), np.bool_)
-    found = {"dates": none, "datetimes": none, "zoned": none, "strings": np.ones(len(array), np.bool_)}
+    found = {name: np.zeros(len(array), np.bool_) for name in ("dates", "datetimes", "zoned")}
+    found["strings"] = np.ones(len(array), np.bool_)
     if paths:
         found["image_paths"] = _regex_mask(array, IMAGE_PATH)
     if len(array) == 0:
@@ -145,7 +145,6 @@ def string_kinds(array: pa.Array, *, paths: bool = False) -> dict[str, np.ndarra
                                    ("datetimes", ~is_date & ~zoned, DATETIME_TYPE)):
         places = np.flatnonzero(part)
         hits = temporal[places[castable_mask(subset(candidates, places), arrow_type)]]
-        found[name] = np.zeros(len(array), np.bool_)
         found[name][hits] = True
         found["strings"][hits] = False
     return found

@@ -42,12 +42,10 @@ def summarize_table(batch: pa.Table | pa.RecordBatch | Sequence[dict[str, Any]],
     names = batch.schema.names
     text = {name: batch.column(place) for place, name in enumerate(names)
             if cells and pa.types.is_string(batch.schema.field(place).type)}
-    summary.fields.update(summarize_text_columns(text, labels=label_columns, paths=[DEFAULT_IMAGE_COLUMN],
-                                                 origin=origin))
+    of_text = summarize_text_columns(text, labels=label_columns, paths=[DEFAULT_IMAGE_COLUMN], origin=origin)
     for place, name in enumerate(names):
-        if name not in text:
-            summary.fields[name] = summarize_arrow(batch.column(place), labels=name in label_columns,
-                                                   paths=name == DEFAULT_IMAGE_COLUMN, origin=origin, path=name)
-        summary.fields[name].first = (*origin, 0, place)
-    summary.fields = {name: summary.fields[name] for name in names}
+        kinds = of_text.get(name) or summarize_arrow(batch.column(place), labels=name in label_columns,
+                                                     paths=name == DEFAULT_IMAGE_COLUMN, origin=origin, path=name)
+        kinds.first = (*origin, 0, place)
+        summary.fields[name] = kinds
     return summary
