@@ -55,12 +55,15 @@ class UsageError(BeamShardsError):
 # info -----------------------------------------------------------------------------
 
 def _statistics_lines(manifest: Manifest, width: int) -> list[str]:
-    """`info`'s lines of per-column statistics: nulls, and min and max of numeric values."""
+    """`info`'s lines of per-column statistics: nulls, the items of list columns, and min and max of
+    numeric values."""
     if manifest.statistics is None:
         return ["statistics   not recorded (a version of format 1 or 2, or an append onto one)"]
     lines = ["statistics"]
     for name, stats in manifest.statistics.columns.items():
         line = f"  {name:<{width}}  {stats.nulls:,} null"
+        if stats.items is not None:
+            line += f", {stats.items:,} items"
         if stats.min is not None:
             line += f", min {stats.min!r}, max {stats.max!r}"
         lines.append(line)

@@ -1,5 +1,5 @@
-"""Statistics of a version: per column its rows and nulls, the min and max of numeric `Value`s and
-the count of each class of a `ClassLabel` (pure logic, no I/O).
+"""Statistics of a version: per column its rows and nulls (and for a list column its items), the min
+and max of numeric `Value`s and the count of each class of a `ClassLabel` (pure logic, no I/O).
 
 A shard writer counts each record batch as it writes it (`Statistics.of_batch`); a publish
 adds those of the new shards to the base version's (`Statistics.merge`), so a version's
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_shards.errors import CorruptCacheError
-from beam_shards.features import ClassLabel, Features, Sequence, Value
+from beam_shards.features import Array, ClassLabel, Features, Sequence, Value
 from beam_shards.features.base import FLOAT_DTYPES, INT_DTYPES
 from beam_shards.format.counts import is_count
 
@@ -32,24 +32,31 @@ class ColumnStatistics:
     """One column's statistics.
 
     Attributes:
+      rows: rows of the column (every column of a set of rows has them all).
       nulls: rows holding null.
+      items: for a column of lists (a `Sequence`, an `Array` of a variable first dimension),
+        the items of its lists together, at the outer level; None for other columns, and for versions written
+        before items were counted.
       min, max: the smallest and largest value of a numeric `Value` column (NaN
         skipped); None for other columns, or when every value is null or NaN.
       classes: for a `ClassLabel` (or a `Sequence` of one) of at most
         `_MAX_COUNTED_CLASSES` classes, the values of each class id; None otherwise.
     """
 
+    rows: int = 0
     nulls: int = 0
     min: int | float | None = None
     max: int | float | None = None
     classes: tuple[int, ...] | None = None
+    items: int | None = None
 
     def merge(self, other: ColumnStatistics) -> ColumnStatistics:
         classes = None
         if self.classes is not None and other.classes is not None:
             classes = tuple(a + b for a, b in zip(self.classes, other.classes))
-        return ColumnStatistics(self.nulls + other.nulls, _pick(min, self.min, other.min),
-                                _pick(max, self.max, other.max), classes)
+        items = None if self.items is None or other.items is None else self.items + other.items
+        return ColumnStatistics(self.rows + other.rows, self.nulls + other.nulls, _pick(min, self.min, other.min),
+                                _pick(max, self.max, other.max), classes, items)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +70,10 @@ class Statistics:
         >>> stats = Statistics.of_batch(features, batch)
         >>> stats.num_rows, stats.columns["x"].min, stats.columns["y"].classes
         (2, -1, (0, 2))
+        >>> tags = Features({"tags": Sequence(Value("string"))})
+        >>> Statistics.of_batch(tags, pa.record_batch({"tags": [["a", "b"], None, []]},
+        ...                                          schema=tags.arrow_schema())).columns["tags"]
+        ColumnStatistics(rows=3, nulls=1, min=None, max=None, classes=None, items=2)
     """
 
     num_rows: int
@@ -70,7 +81,8 @@ class Statistics:
 
     @classmethod
     def empty(cls, features: Features) -> Statistics:
-        return cls(0, {name: ColumnStatistics(classes=_zero_classes(features[name])) for name in features})
+        return cls(0, {name: ColumnStatistics(classes=_zero_classes(features[name]),
+                                              items=0 if _is_list(features[name]) else None) for name in features})
 
     @classmethod
     def of_batch(cls, features: Features, batch: pa.RecordBatch | pa.Table) -> Statistics:
@@ -87,7 +99,11 @@ class Statistics:
                 values = pc.list_flatten(column) if isinstance(feature, Sequence) else column
                 ids = pc.drop_null(values).to_numpy(zero_copy_only=False)
                 classes = tuple(np.bincount(ids, minlength=label.num_classes)[:label.num_classes].tolist())
-            columns[name] = ColumnStatistics(column.null_count, _finite_or_none(low), _finite_or_none(high), classes)
+            items = None
+            if _is_list(feature):
+                items = int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+            columns[name] = ColumnStatistics(len(column), column.null_count, _finite_or_none(low),
+                                             _finite_or_none(high), classes, items)
         return cls(batch.num_rows, columns)
 
     def merge(self, other: Statistics) -> Statistics:
@@ -113,6 +129,8 @@ class Statistics:
                 entry.update(min=_to_json(stats.min), max=_to_json(stats.max))
             if stats.classes is not None:
                 entry["classes"] = list(stats.classes)
+            if stats.items is not None:
+                entry["items"] = stats.items
             columns[name] = entry
         return {"num_rows": self.num_rows, "columns": columns}
 
@@ -141,7 +159,10 @@ class Statistics:
                         or len(classes) != label.num_classes or not all(map(is_count, classes)):
                     raise CorruptCacheError(f"{problem}: class counts of column {name!r}")
                 classes = tuple(classes)
-            columns[name] = ColumnStatistics(entry["nulls"], low, high, classes)
+            items = entry.get("items")
+            if items is not None and not (_is_list(features[name]) and is_count(items)):
+                raise CorruptCacheError(f"{problem}: item count of column {name!r}")
+            columns[name] = ColumnStatistics(num_rows, entry["nulls"], low, high, classes, items)
         return cls(num_rows, columns)
 
 
@@ -153,6 +174,13 @@ def _counted_label(feature: Any) -> ClassLabel | None:
     if isinstance(feature, ClassLabel) and feature.num_classes <= _MAX_COUNTED_CLASSES:
         return feature
     return None
+
+
+def _is_list(feature: Any) -> bool:
+    """Whether `feature`'s column holds lists whose lengths vary, so that their items are worth
+    counting: a `Sequence`, or an `Array` of a variable first dimension (of a fixed shape, its items
+    are `rows x shape[0]`)."""
+    return isinstance(feature, Sequence) or (isinstance(feature, Array) and feature.variable)
 
 
 def _zero_classes(feature: Any) -> tuple[int, ...] | None:
