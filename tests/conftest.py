@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from _beam_specs import cache_dofn_specs
 from _stores import BUCKET, SCHEMES, STORE_VARIABLES, FaultyProxy, Store, StoreServer, serve
 
 # Test modules import the helpers of tests/ and a few other test modules by their bare names,
@@ -28,6 +29,7 @@ _IMPORT_ROOTS = [_TESTS_DIR, *sorted({os.path.dirname(module)
                                       for module in glob.glob(os.path.join(_TESTS_DIR, "*", "test_*.py"))})]
 sys.path.extend(root for root in _IMPORT_ROOTS if root not in sys.path)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*_IMPORT_ROOTS, os.environ.get("PYTHONPATH")]))
+cache_dofn_specs()
 
 
 # object stores ---------------------------------------------------------------------
