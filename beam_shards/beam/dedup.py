@@ -32,7 +32,7 @@ from apache_beam.transforms import window
 
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import chunk_of, keyed
-from beam_shards.errors import EncodeError
+from beam_shards.errors import EncodeError, FeatureError
 from beam_shards.features import Features
 from beam_shards.shards import EncodedRows, row_digests, split_key
 
@@ -59,10 +59,10 @@ def dedup_columns(dedup: Any, features: Features | None) -> list[str] | None:
 
 
 def check_columns(columns: list[str] | None, features: Features) -> None:
-    """Raises ValueError naming a column of `columns` that `features` do not have, and theirs."""
+    """Raises FeatureError (a ValueError) naming a column of `columns` that `features` do not have, and theirs."""
     for name in columns or ():
         if name not in features:
-            raise ValueError(f"dedup names the column {name!r}, which the features do not have; they have "
+            raise FeatureError(f"dedup names the column {name!r}, which the features do not have; they have "
                              f"{list(features)}")
 
 
