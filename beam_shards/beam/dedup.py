@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms import window
@@ -33,7 +34,7 @@ from apache_beam.transforms import window
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import chunk_of, keyed
 from beam_shards.errors import EncodeError, FeatureError
-from beam_shards.features import Features
+from beam_shards.features import Features, numpy_values
 from beam_shards.shards import EncodedRows, row_digests, split_key
 
 _AS_IS = "as_is"
@@ -117,7 +118,7 @@ class _DigestRowsFn(beam.DoFn):
 
     def _digested(self, table: pa.Table, orders: list[Any], rows: list[int]) -> Iterator[Any]:
         digests = row_digests(table, self._columns)
-        values = zip(*(column.to_pylist() for column in table.columns))
+        values = zip(*(_payload(column.combine_chunks()) for column in table.columns))
         if self._in_order:
             for digest, order, row, kept in zip(digests, orders, rows, values):
                 yield digest, ((order, row), kept, 1)
@@ -159,11 +160,48 @@ class _KeepFirstFn(beam.CombineFn):
         return first[0], first[1], a[2] + b[2]
 
 
+def _packed(kind: pa.DataType) -> bool:
+    """Whether a column of `kind` travels as bytes: a fixed-size list of numbers (an `Array` embedding,
+    say), whose Python lists would cost a float object a number."""
+    return pa.types.is_fixed_size_list(kind) and (pa.types.is_integer(kind.value_type)
+                                                  or pa.types.is_floating(kind.value_type))
+
+
+def _payload(column: pa.Array) -> list[Any]:
+    """The values of a column as kept rows carry them: Python values, or for a `_packed` column
+    without null numbers each list's bytes (None for a null)."""
+    kind = column.type
+    if not _packed(kind):
+        return column.to_pylist()
+    size, count = kind.list_size, len(column)
+    numbers = column.values.slice(column.offset * size, count * size)
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    if numbers.null_count:  # in a null list, or a null number, which travels as a Python list
+        if (~numbers.is_valid().to_numpy(zero_copy_only=False).reshape(count, size))[valid].any():
+            return column.to_pylist()
+        numbers = numbers.fill_null(0)
+    width = size * kind.value_type.bit_width // 8
+    data = numpy_values(numbers).tobytes()
+    return [data[i * width:(i + 1) * width] if ok else None for i, ok in enumerate(valid.tolist())]
+
+
+def _column(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """The Arrow column of kept values (from `_payload`) of type `kind`."""
+    if _packed(kind) and any(isinstance(value, bytes) for value in values):
+        dtype = kind.value_type.to_pandas_dtype()
+        if all(value is None or isinstance(value, bytes) for value in values):
+            empty = bytes(kind.list_size * np.dtype(dtype).itemsize)
+            numbers = np.frombuffer(b"".join(empty if value is None else value for value in values), dtype)
+            mask = pa.array([value is None for value in values]) if None in values else None
+            return pa.FixedSizeListArray.from_arrays(pa.array(numbers, kind.value_type), kind.list_size, mask=mask)
+        values = [np.frombuffer(value, dtype).tolist() if isinstance(value, bytes) else value for value in values]
+    return pa.array(values, type=kind)
+
+
 def _table(features: Features, rows: list[tuple[Any, ...]]) -> EncodedRows:
     schema = features.arrow_schema()
-    columns = zip(*rows)
-    return EncodedRows(pa.Table.from_arrays([pa.array(list(values), type=field.type)
-                                             for values, field in zip(columns, schema)], schema=schema))
+    return EncodedRows(pa.Table.from_arrays([_column(list(values), field.type)
+                                             for values, field in zip(zip(*rows), schema)], schema=schema))
 
 
 class _BatchRowsFn(beam.DoFn):

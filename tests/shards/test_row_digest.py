@@ -26,10 +26,18 @@ def _digest(row: dict, schema: pa.Schema = SCHEMA) -> bytes:
 def test_the_encoding_is_the_documented_one():
     table = pa.table({"n": pa.array([7, None], pa.int32()), "s": pa.array(["hé", ""]), "q": [[1, 2], None]},
                      schema=pa.schema([("n", pa.int32()), ("s", pa.string()), ("q", pa.list_(pa.uint8()))]))
-    first = (b"\x01" + (7).to_bytes(4, "little") + b"\x01" + (3).to_bytes(8, "little") + "hé".encode()
-             + b"\x01" + (2).to_bytes(8, "little") + b"\x01\x01\x01\x02")
-    second = b"\x00" + b"\x01" + (0).to_bytes(8, "little") + b"\x00"
-    assert row_digests(table) == [hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest() for data in (first, second)]
+    first = (b"\x01" + (7).to_bytes(4, "little") + b"\x01" + _blake("hé".encode()) + b"\x01"
+             + _blake(b"\x01\x01\x01\x02"))
+    second = b"\x00" + bytes(4) + b"\x01" + _blake(b"") + b"\x00" + bytes(16)
+    assert row_digests(table) == [_blake(data) for data in (first, second)]
+    nested = pa.table({"f": pa.array([[1, None]], pa.list_(pa.int16(), 2)),
+                       "st": pa.array([{"a": True, "b": None}], pa.struct([("a", pa.bool_()), ("b", pa.int8())]))})
+    cells = b"\x01" + b"\x01\x01\x00" + b"\x00\x00\x00" + b"\x01" + b"\x01\x01" + b"\x00\x00"
+    assert row_digests(nested) == [_blake(cells)]
+
+
+def _blake(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
 
 
 def test_equal_rows_give_equal_digests_and_any_changed_value_another():
@@ -89,3 +97,9 @@ def test_unknown_columns_and_types_are_named():
     union = pa.UnionArray.from_sparse(pa.array([0], pa.int8()), [pa.array([1]), pa.array(["a"])])
     with pytest.raises(TypeError, match="union"):
         row_digests(pa.table({"u": union}))
+
+
+def test_32_and_64_bit_offsets_make_the_same_digests():
+    small = pa.table({"s": pa.array(["a", None, ""]), "l": pa.array([[1], [], None], pa.list_(pa.int8()))})
+    large = small.cast(pa.schema([("s", pa.large_string()), ("l", pa.large_list(pa.int8()))]))
+    assert row_digests(small) == row_digests(large) and len(set(row_digests(small))) == 3
