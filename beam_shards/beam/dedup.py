@@ -38,7 +38,9 @@ from beam_shards.features import Features, numpy_values
 from beam_shards.shards import EncodedRows, row_digests, split_key
 
 _AS_IS = "as_is"
-Kept = tuple[Any, tuple[Any, ...], int]  # (order, encoded values, rows of this digest)
+# (order, encoded values, rows of this digest); the order of a deterministic write is `(key, row of its
+# element, digest)`: rows of one key and position (keys may repeat) sort by their digest, whatever their arrival.
+Kept = tuple[Any, tuple[Any, ...], int]
 
 
 def dedup_columns(dedup: Any, features: Features | None) -> list[str] | None:
@@ -121,7 +123,7 @@ class _DigestRowsFn(beam.DoFn):
         values = zip(*(_payload(column.combine_chunks()) for column in table.columns))
         if self._in_order:
             for digest, order, row, kept in zip(digests, orders, rows, values):
-                yield digest, ((order, row), kept, 1)
+                yield digest, ((order, row, digest), kept, 1)
         else:
             for digest, kept in zip(digests, values):
                 yield digest, (None, kept, 1)
