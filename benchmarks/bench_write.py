@@ -32,7 +32,6 @@ adds one run of WriteToArrowShards at 4N examples: peak RSS at 4N <= 1.2x that a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -296,12 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory_check", action="store_true",
                         help="also run WriteToArrowShards at 4N examples and compare peak RSS")
     parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="run only these configurations")
-    parser.add_argument("--_child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
-    parser.add_argument("--_pool", help=argparse.SUPPRESS)
-    parser.add_argument("--_out", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args._child:
-        print(json.dumps(child(args._child, args._pool, args._out, args.num_examples, args.shard_size)))
+    args = workload.parse_or_run_child(parser, CONFIGS, child, argv)
+    if args is None:
         return
     with workload.workdir(args.workdir) as work:
         pool = workload.jpeg_pool(work / "pool", args.num_examples)

@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +176,21 @@ def add_arguments(parser: argparse.ArgumentParser, repeats: int) -> None:
     parser.add_argument("--shard_size", type=int, default=SHARD_SIZE_BYTES, help="target shard size in bytes")
     parser.add_argument("--workdir", default=None,
                         help="where the pool and caches go (kept, so the pool is reused); default a temp dir, removed")
+
+
+def parse_or_run_child(parser: argparse.ArgumentParser, configs: Sequence[str], child: Callable[..., Any],
+                       argv: list[str] | None) -> argparse.Namespace | None:
+    """The flags of a benchmark that measures each configuration in a fresh process of itself: with the
+    hidden `--_child CONFIG --_pool DIR --_out DIR`, this is such a process: it prints the JSON of
+    `child(config, pool, out, num_examples, shard_size)` and returns None; else it returns the flags."""
+    parser.add_argument("--_child", choices=sorted(configs), help=argparse.SUPPRESS)
+    parser.add_argument("--_pool", help=argparse.SUPPRESS)
+    parser.add_argument("--_out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args._child:
+        return args
+    print(json.dumps(child(args._child, args._pool, args._out, args.num_examples, args.shard_size)))
+    return None
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from beam_shards import FeatureError, Features
 from beam_shards.format import COMPRESSIONS, MODES
 from beam_shards.shards import DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.storage import folders, fs
-from beam_shards.terminal import ArgumentParser
+from beam_shards.terminal import ArgumentParser, print_error
 from beam_shards.units import count_flag, duration_flag, size_flag
 from pipelines.classes import resolve_class_flags
 from pipelines.runners import local_output_problem, unknown_runner_problem
@@ -69,6 +69,10 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     parser.add_argument("--no_deterministic", dest="deterministic", action="store_false",
                         help="write rows in the order bundles finish (faster) instead of input order; by default "
                              "the same input gives the same rows, order and shard bytes on any runner")
+    parser.add_argument("--dedup", nargs="*", metavar="COLUMN",
+                        help="drop exact duplicate rows (the same values once encoded): of every column, or of the "
+                             "COLUMNs named; the first in input order is kept, and the count is in the summary and "
+                             "the version's metadata")
     parser.add_argument("--allow_empty", action="store_true",
                         help="publish a version of no rows when the input holds none, instead of failing")
     parser.add_argument("--progress", type=duration_flag, default=datetime.timedelta(seconds=5), metavar="SECONDS",
@@ -92,6 +96,20 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
                             help="take the class names of another cache's ClassLabel (the column --label_column "
                                  "names, or its only one); local, gs://, s3://...")
     return parser
+
+
+def dedup_flag(args: argparse.Namespace) -> str | list[str] | None:
+    """What `--dedup` gives the sink: None without it, "rows" alone, else its columns."""
+    return None if args.dedup is None else args.dedup or "rows"
+
+
+def check_dedup(args: argparse.Namespace, features: Features) -> None:
+    """Exits with a usage error (status 2) when `--dedup` names a column `features` do not have."""
+    for name in args.dedup or ():
+        if name not in features:
+            print_error("error", f"--dedup {name}: the features have no column {name!r}; they have "
+                                 f"{', '.join(features)}")
+            raise SystemExit(2)
 
 
 def max_bad_flag(text: str) -> int | float:

@@ -15,6 +15,9 @@ def report(manifest: Manifest, seconds: float | None = None) -> list[str]:
              f"{human_size(manifest.num_bytes)}, to {path} as version {manifest.version} ({manifest.mode})"]
     if seconds is not None:
         lines[0] += f" in {seconds:,.1f}s ({manifest.num_rows / max(seconds, 1e-9):,.0f} rows/s)"
+    dedup = manifest.metadata.get("dedup")
+    if isinstance(dedup, dict):
+        lines[0] += f"; dropped {dedup.get('dropped', 0):,} duplicate row(s)"
     lines += _skipped(manifest)
     return lines + [
         "Look at it:",

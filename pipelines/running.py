@@ -26,6 +26,7 @@ from beam_shards.progress import Watch
 from beam_shards.terminal import print_error, quiet_broken_pipe, say
 from beam_shards.versions import find_published
 from pipelines.bad_inputs import BadInputError
+from pipelines.flags import check_dedup
 from pipelines.report import report
 from pipelines.runners import workers_on_this_machine
 from pipelines.write import write_cache
@@ -49,6 +50,8 @@ def run_pipeline(options: PipelineOptions, args: argparse.Namespace,
     are kept out of the output unless `args.verbose` (see `beam_shards.beam.noise`); when
     the workers run on this machine, a progress line is printed every `args.progress`.
     """
+    if features is not None:
+        check_dedup(args, features)
     write_id = new_write_id()
     local = workers_on_this_machine(options)
     interval = args.progress.total_seconds() if local else 0

@@ -22,6 +22,7 @@ from beam_shards.beam import CheckFeatures, counters
 from beam_shards.progress import Tally
 from beam_shards.shards import EncodedRows
 from pipelines.bad_inputs import BAD, BadInputError, Malformed, bad_input, record_bad_inputs
+from pipelines.flags import dedup_flag
 from pipelines.where import Where
 
 
@@ -128,7 +129,7 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
-        allow_empty=args.allow_empty, deterministic=args.deterministic, **skipping)
+        allow_empty=args.allow_empty, deterministic=args.deterministic, dedup=dedup_flag(args), **skipping)
     if not args.skip_bad:
         return written
     refused = written.bad | "BadExamples" >> beam.Map(lambda letter: bad_input(letter["key"], letter["reason"]))

@@ -67,6 +67,11 @@ KEY_COLUMN = RESERVED_PREFIX + "key__"
 Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
 
+def chunk_rows(options: WriterOptions) -> int:
+    """The rows of a chunk of position keys, for a write of `options`."""
+    return _CHUNK_BATCHES * options.batch_size
+
+
 def chunk_of(key: Any, chunk_rows: int) -> Any:
     """The chunk a key belongs to: `position // chunk_rows` for an int key `position` or a tuple key
     `(source, position, ...)`, as `(source, position // chunk_rows)`; else the key itself."""
@@ -186,7 +191,7 @@ class WriteRunsFn(beam.DoFn):
         self._options = run_options(options)
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
-        self._chunk_rows = _CHUNK_BATCHES * options.batch_size
+        self._chunk_rows = chunk_rows(options)
         self._run_bytes = run_bytes or RUN_BYTES
         self._counters = WriteCounters()
 

@@ -41,6 +41,7 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
+from beam_shards.beam.dedup import DropDuplicates, dedup_columns
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
 from beam_shards.errors import EmptyWriteError, best_effort
@@ -96,8 +97,9 @@ class _FinalizeFn(beam.DoFn):
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, metadata: dict[str, Any],
                  mode: str, retention: Retention | None, allow_empty: bool, in_order: bool = False,
-                 since: int | None = None, max_bad: int | float | None = None):
+                 since: int | None = None, max_bad: int | float | None = None, dedup: Any = None):
         self._path = path
+        self._dedup = dedup
         self._max_bad = max_bad
         self._since = since
         self._allow_empty = allow_empty
@@ -109,17 +111,20 @@ class _FinalizeFn(beam.DoFn):
         self._retention = retention
 
     def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
-                features: Features | None = None, skipped: Any = None):
+                features: Features | None = None, skipped: Any = None, dropped: int = 0):
         """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
         `features` come as a side input when made as the pipeline runs (else they are the write's);
-        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write."""
+        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, the
+        count of duplicate rows dropped."""
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
             staged = sorted(staged, key=lambda item: item[2])
         metadata = self._metadata
+        if self._dedup is not None:
+            metadata = {**metadata, "dedup": {"columns": self._dedup, "dropped": dropped}}
         if self._max_bad is not None:
-            written = sum(item[1].num_rows for item in staged)
+            written = sum(item[1].num_rows for item in staged) + dropped
             metadata = {**metadata, "bad_inputs": check_skipped(skipped, written, self._max_bad, self._path)}
         if not self._allow_empty and not any(item[1].num_rows for item in staged):
             raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
@@ -222,6 +227,12 @@ class WriteToArrowShards(beam.PTransform):
         of str, int, float, bytes, bool and None (stored in a plain encoding, `keys`);
         key by position, an int or `(input file, position, ...)`, so neighbouring rows
         are written together. It costs a shuffle of the examples and a copy of the shards.
+      dedup: None (the default), "rows" or a list of column names: exact duplicates (the same
+        encoded values of every column, or of the named ones; `dedup.py`) are dropped,
+        keeping the first in key order under `deterministic=True` and any one otherwise. It
+        costs a shuffle of the rows by their digest; memory per worker is bounded whatever
+        the number of distinct rows. The count dropped is in the version's metadata (and the
+        returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -231,8 +242,9 @@ class WriteToArrowShards(beam.PTransform):
           result.bad | beam.Map(print)   # {"key": ..., "example": ..., "reason": ...}
 
     Raises:
-      ValueError: an option out of range, or an `on_bad` other than "fail" and "skip"
-        (at construction); a runner that drops what `finish_bundle` emits (Beam's
+      ValueError: an option out of range, an `on_bad` other than "fail" and "skip", or a
+        `dedup` column the features do not have (at construction; when the pipeline runs for
+        features made then); a runner that drops what `finish_bundle` emits (Beam's
         DaskRunner) or an unbounded input (when applied).
       CacheExistsError: `mode="error"` and a cache is at `path` (at construction, and again
         when the pipeline runs for features made then).
@@ -253,8 +265,9 @@ class WriteToArrowShards(beam.PTransform):
                  metadata: dict[str, Any] | None = None, mode: str = "overwrite",
                  retention: Retention | None = Retention(), write_id: str | None = None,
                  on_bad: str = "fail", allow_empty: bool = False, deterministic: bool = False,
-                 max_bad: int | float | None = None, set_aside: beam.PCollection | None = None):
+                 max_bad: int | float | None = None, set_aside: beam.PCollection | None = None, dedup: Any = None):
         super().__init__()
+        self._dedup = None if dedup is None else dedup_columns(dedup, deferred.known(features)) or "rows"
         if on_bad not in _ON_BAD:
             raise ValueError(f"on_bad must be one of {_ON_BAD}; got {on_bad!r}")
         check_max_bad(max_bad)
@@ -300,13 +313,18 @@ class WriteToArrowShards(beam.PTransform):
             features = features | "CheckFeatures" >> deferred.CheckFeatures(self._path, self._metadata, self._mode)
         given_features, side = deferred.known(features), deferred.side_inputs(features)
         options = self._options
+        dropped = None
+        if self._dedup is not None:
+            columns = None if self._dedup == "rows" else self._dedup
+            pcoll, dropped = pcoll | "Dedup" >> DropDuplicates(given_features, columns, self._deterministic,
+                                                               options.batch_size, ordered.chunk_rows(options), side)
         if self._deterministic:
             write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
             write_chunk = ordered.WriteChunkFn(self._path, given_features, options, given)
             runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side)
             plan = functools.partial(ordered_bins.plan_ordered_bins, options=options)
             staged, merged = merge_small_shards(written, plan, self._path, features, options)
-            return self._finalize(do_once, write_id, features, merged, staged, runs[BAD_TAG])
+            return self._finalize(do_once, write_id, features, merged, staged, runs[BAD_TAG], dropped)
         if given is None or side:
             write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad),
                                AsSingleton(write_id), *side)
@@ -315,19 +333,22 @@ class WriteToArrowShards(beam.PTransform):
         written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
         plan = functools.partial(_plan_merge, options=options)
         staged, merged = merge_small_shards(written.shards, plan, self._path, features, options)
-        return self._finalize(do_once, write_id, features, merged, staged, written[BAD_TAG])
+        return self._finalize(do_once, write_id, features, merged, staged, written[BAD_TAG], dropped)
 
     def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, features: Features | beam.PCollection,
                   merged: beam.PCollection, staged: beam.PCollection,
-                  bad: beam.PCollection) -> beam.PCollection[Manifest] | WriteWithBad:
+                  bad: beam.PCollection, dropped: beam.PCollection | None) -> beam.PCollection[Manifest] | WriteWithBad:
         write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
         limit = {}
         if self._max_bad is not None:
             letters = bad if self._set_aside is None else (bad, self._set_aside) | "AllSkipped" >> beam.Flatten()
             limit = {"skipped": AsSingleton(letters | "CountSkipped" >> beam.CombineGlobally(CountSkippedFn()))}
+        if dropped is not None:
+            limit["dropped"] = AsSingleton(dropped)
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, deferred.known(features), self._options, self._metadata, self._mode,
-                        self._retention, self._allow_empty, self._deterministic, self._since, self._max_bad),
+                        self._retention, self._allow_empty, self._deterministic, self._since, self._max_bad,
+                        self._dedup),
             AsSingleton(write_id), AsList(merged), AsList(write_ids),
             **({"features": AsSingleton(features)} if deferred.is_deferred(features) else {}), **limit)
         return WriteWithBad(manifest, bad) if self._on_bad == "skip" else manifest
@@ -339,6 +360,7 @@ class WriteToArrowShards(beam.PTransform):
             "mode": DisplayDataItem(self._mode, label="Mode"),
             "on_bad": DisplayDataItem(self._on_bad, label="Examples that do not fit"),
             "deterministic": DisplayDataItem(self._deterministic, label="Rows in key order"),
+            "dedup": DisplayDataItem(str(self._dedup), label="Duplicates dropped by"),
             "shard_size_bytes": DisplayDataItem(options.shard_size_bytes, label="Target shard size (bytes)"),
             "batch_size": DisplayDataItem(options.batch_size, label="Rows per record batch"),
             "compression": DisplayDataItem(str(options.compression), label="Compression"),

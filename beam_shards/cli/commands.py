@@ -7,6 +7,7 @@
     beam-shards show PATH --out grid.png [-n 64] [--across 8] [--version N]
     beam-shards gc PATH [--keep K] [--min_age 7d] [--dry_run]   retention, and what killed writes left
     beam-shards compact PATH [--shard_size 128MB]   merge small shards into a new version
+    beam-shards dedup PATH [--columns A B]   drop exact duplicate rows, as a new version
 
 Exit status: 0 when all is well, 1 when the cache has a problem, 2 for a usage error
 or a path that is not a cache.
@@ -25,7 +26,7 @@ from beam_shards._version import __version__
 from beam_shards.cli.class_counts import class_counts, count_lines, label_feature
 from beam_shards.cli.contact_sheet import CAPTION_HEIGHT, contact_sheet
 from beam_shards.display import human_size, printable
-from beam_shards.errors import BeamShardsError, CacheNotFoundError
+from beam_shards.errors import BeamShardsError, CacheNotFoundError, FeatureError
 from beam_shards.features import ClassLabel, Feature, Image
 from beam_shards.format.catalog import read_metadata, version_log
 from beam_shards.format.manifest import Manifest
@@ -34,6 +35,7 @@ from beam_shards.terminal import ArgumentParser, print_error, quiet_broken_pipe,
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
 from beam_shards.versions.compact import compact
+from beam_shards.versions.dedup import deduplicate
 from beam_shards.versions.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -248,6 +250,21 @@ def _compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _dedup(args: argparse.Namespace) -> int:
+    try:
+        old, new, dropped = deduplicate(args.path, args.columns, args.shard_size)
+    except FeatureError as error:
+        raise UsageError(str(error)) from None
+    by = "whole rows" if args.columns is None else "columns " + ", ".join(args.columns)
+    if new is None:
+        say(f"no duplicate rows in version {old.version} of {args.path} (by {by}); nothing published")
+        return EXIT_OK
+    say(f"dropped {dropped:,} duplicate row(s) of {old.num_rows:,} (by {by}) from version {old.version}: version "
+        f"{new.version} holds {new.num_rows:,} rows in {new.num_shards:,} shard(s), {human_size(new.num_bytes)}; "
+        f"version {old.version} stays until retention (`beam-shards gc`) removes it")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="beam-shards", description="Look at, check and clean a beam_shards cache (a folder with _metadata.json).",
@@ -322,11 +339,22 @@ def build_parser() -> argparse.ArgumentParser:
                           help="target shard size, like 128MB (10^6 bytes), 128MiB (2^20) or 200KB (default 128MB)")
     compact_.set_defaults(run=_compact)
 
+    dedup = commands.add_parser(
+        "dedup", help="drop exact duplicate rows, as a new version",
+        description="Publish the latest version at PATH without its exact duplicate rows (the same stored values of "
+                    "every column, or of the --columns named), keeping the first of each in row order, as a new "
+                    "version; features, compression and metadata are kept and the count dropped is added to the "
+                    "metadata. Nothing is published when no row is a duplicate.")
+    dedup.add_argument("--columns", nargs="+", metavar="COLUMN", help="compare rows by these columns alone")
+    dedup.add_argument("--shard_size", type=size_flag, default=DEFAULT_SHARD_SIZE_BYTES, metavar="SIZE",
+                       help="target shard size of the new version (default 128MB)")
+    dedup.set_defaults(run=_dedup)
+
     for add in _ADDED_COMMANDS:
         add(commands)
     for command in (info, verify, head, show):
         command.add_argument("--version", type=count_flag, metavar="N", help="the version to read (default: the latest)")
-    for command in (info, log, verify, head, show, gc, compact_):
+    for command in (info, log, verify, head, show, gc, compact_, dedup):
         command.add_argument("path", metavar="PATH", help="the cache folder")
     return parser
 
