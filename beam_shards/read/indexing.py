@@ -56,19 +56,23 @@ def _out_of_range(index: int, length: int, what: str) -> IndexError:
     return IndexError(f"index {index} out of range for a {what} of {length} rows")
 
 
-def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
-    """`check_index` over many indices at once, as a new int64 array.
+def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache",
+                  limit: int | None = None) -> np.ndarray:
+    """`check_index` over many indices at once, as a new int64 array; with `limit`, indices from
+    `length` up to `limit` are taken too (a `Mixture`'s later epochs), negative ones still count
+    from `length`.
 
     Raises:
       TypeError: an index is not an int (floats, bools, None, objects). ValueError:
         `indices` is not flat (its shape is named). IndexError: an index is out of range.
     """
-    idx = _int_array(indices, length, what)
+    limit = length if limit is None else limit
+    idx = _int_array(indices, limit, what)
     if idx.size == 0:
         return idx.astype(np.int64)
     low = idx.min()
-    if low < -length or idx.max() >= length:
-        bad = (idx < -length) | (idx >= length)
+    if low < -length or idx.max() >= limit:
+        bad = (idx < -length) | (idx >= limit)
         raise _out_of_range(int(idx[np.argmax(bad)]), length, what)
     idx = idx.astype(np.int64)  # a copy: the caller's array is never handed back
     return np.where(idx < 0, idx + length, idx) if low < 0 else idx
