@@ -29,15 +29,16 @@ def as_int(value: Any, what: str = "index") -> int:
         raise TypeError(f"{what} must be an int; got {short_repr(value)}") from None
 
 
-def check_index(index: int, length: int, what: str = "cache") -> int:
-    """`index` as a position in 0..length-1 (negative counts from the end).
+def check_index(index: int, length: int, what: str = "cache", limit: int | None = None) -> int:
+    """`index` as a position in 0..length-1 (negative counts from the end); with `limit`, up to
+    limit - 1 (a `Mixture`'s later epochs).
 
     Raises:
       TypeError: `index` is not an int (a bool is not taken for one). IndexError: it
         is out of range (names both).
     """
     index = as_int(index)
-    if not -length <= index < length:
+    if not -length <= index < (length if limit is None else limit):
         raise _out_of_range(index, length, what)
     return index + length if index < 0 else index
 

@@ -11,8 +11,8 @@ import numpy as np
 from beam_shards.errors import SchemaMismatchError
 from beam_shards.features import Features, Value
 from beam_shards.read.dataset import ShardedDataset
-from beam_shards.read.indexing import check_indices, check_slice
-from beam_shards.read.mixture_plan import apportion, slots, stream_rows
+from beam_shards.read.indexing import check_index, check_indices, check_slice
+from beam_shards.read.mixture_plan import apportion, slot, slots, stream_row, stream_rows
 from beam_shards.read.row_identity import mixture_name
 from beam_shards.read.saved_state import is_int
 
@@ -95,12 +95,13 @@ class Mixture:
                 raise ValueError(f"source {name!r} has no rows")
         self._epoch_size = _count(sum(self._lengths) if epoch_size is None else epoch_size, "epoch_size", 1, _LIMIT)
         self._seed = _count(seed, "seed", 0, _MAX_SEED)
-        self._counts = np.array(apportion(self._weights, self._epoch_size), dtype=np.int64)
+        self._counts_list = apportion(self._weights, self._epoch_size)
+        self._counts = np.array(self._counts_list, dtype=np.int64)
 
     @property
     def rows_per_epoch(self) -> dict[str, int]:
         """How many rows of each source (by name) every epoch holds."""
-        return dict(zip(self._names, self._counts.tolist()))
+        return dict(zip(self._names, self._counts_list))
 
     @property
     def features(self) -> Features:
@@ -112,7 +113,7 @@ class Mixture:
         """What this mixture's rows are, as a checkpoint must match (`row_identity.mixture_name`)."""
         return mixture_name(self._seed, self._epoch_size, self._columns, self._source_column,
                             [(name, weight, count, source.identity) for name, weight, count, source
-                             in zip(self._names, self._weights, self._counts.tolist(), self._sources)])
+                             in zip(self._names, self._weights, self._counts_list, self._sources)])
 
     def __repr__(self) -> str:
         sources = ", ".join(f"{source!r}: {weight!r}" for source, weight in zip(self._sources, self._weights))
@@ -126,7 +127,11 @@ class Mixture:
         if isinstance(index, slice):
             return self.__getitems__(np.arange(self._epoch_size)[check_slice(index)])
         if isinstance(index, (int, np.integer)):
-            return self.__getitems__([index])[0]
+            epoch, position = divmod(check_index(index, self._epoch_size, "mixture", limit=_LIMIT), self._epoch_size)
+            source, occurrence = slot(position, self._counts_list)
+            stream = epoch * self._counts_list[source] + occurrence
+            row = self._sources[source][stream_row(stream, self._lengths[source], self._seed, source)]
+            return self._named([row], source)[0]
         return self.__getitems__(index)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
@@ -139,13 +144,18 @@ class Mixture:
             chosen = np.flatnonzero(sources == source)
             stream = epochs[chosen] * self._counts[source] + occurrences[chosen]
             found = self._sources[source].__getitems__(stream_rows(stream, self._lengths[source], self._seed, source))
-            if not isinstance(found[0], dict):
-                raise TypeError(f"source {self._names[source]!r} gives rows of type {type(found[0]).__name__}; "
-                                "a mixture's sources give dicts (a transform must return one)")
-            name = self._names[source]
-            for at, row in zip(chosen.tolist(), found):
-                row[self._source_column] = name
+            for at, row in zip(chosen.tolist(), self._named(found, source)):
                 rows[at] = row
+        return rows
+
+    def _named(self, rows: list[Any], source: int) -> list[dict[str, Any]]:
+        """`rows` of source `source`, each with its name in the source column."""
+        if not isinstance(rows[0], dict):
+            raise TypeError(f"source {self._names[source]!r} gives rows of type {type(rows[0]).__name__}; "
+                            "a mixture's sources give dicts (a transform must return one)")
+        name, column = self._names[source], self._source_column
+        for row in rows:
+            row[column] = name
         return rows
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:

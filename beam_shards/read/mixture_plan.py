@@ -16,6 +16,7 @@ arrays of an epoch's size; the permutations are keyed hashes, cycle-walked (O(1)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -43,36 +44,56 @@ def slots(positions: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nda
     """(source, occurrence) of each epoch position in `positions` (int64, 0 <= p < sum(counts)): which
     source's row fills it, and which of that source's rows of the epoch (0 .. counts[s] - 1) it is."""
     total = int(counts.sum())
-    reach = (len(counts) + 1) // 2  # the keys up to x number x + 1, give or take sources / 2
-    low = np.maximum(positions - reach, 0)
-    high = np.minimum(positions + reach, total - 1)
+    reach = _reach(len(counts))
+    low, high = np.maximum(positions - reach, 0), np.minimum(positions + reach, total - 1)
     for _ in range((2 * reach).bit_length()):  # the first key x whose keys up to it outnumber the position
         middle = (low + high) // 2
-        past = _keys_up_to(middle, counts, total).sum(axis=1) > positions
+        past = _keys_up_to(middle[:, None], counts, total).sum(axis=1) > positions
         high = np.where(past, middle, high)
         low = np.where(past, low, middle + 1)
-    upto = _keys_up_to(low, counts, total)
-    before = _keys_up_to(low - 1, counts, total)
+    upto = _keys_up_to(low[:, None], counts, total)
+    before = _keys_up_to(low[:, None] - 1, counts, total)
     at_key = np.cumsum(upto - before, axis=1)
     source = np.argmax(at_key > (positions - before.sum(axis=1))[:, None], axis=1)
     return source, upto[np.arange(len(positions)), source] - 1
 
 
-def _keys_up_to(x: np.ndarray, counts: np.ndarray, total: int) -> np.ndarray:
-    """How many keys of each source are at or before position x (-1 <= x < total): (len(x), sources)."""
-    return ((x[:, None] + 1) * (2 * counts) + (total - 1)) // (2 * total)
+def slot(position: int, counts: Sequence[int]) -> tuple[int, int]:
+    """`slots` of one position, in Python ints (a numpy call costs more than this whole search)."""
+    total = sum(counts)
+    reach = _reach(len(counts))
+    low, high = max(position - reach, 0), min(position + reach, total - 1)
+    while low < high:
+        middle = (low + high) // 2
+        if sum(_keys_up_to(middle, count, total) for count in counts) > position:
+            high = middle
+        else:
+            low = middle + 1
+    rank = position - sum(_keys_up_to(low - 1, count, total) for count in counts)
+    at_key = [(source, _keys_up_to(low, count, total)) for source, count in enumerate(counts)
+              if _keys_up_to(low, count, total) > _keys_up_to(low - 1, count, total)]
+    source, upto = at_key[rank]
+    return source, upto - 1
+
+
+def _reach(sources: int) -> int:
+    """How far from a position its key lies at most: the keys up to x number x + 1, give or take
+    sources / 2."""
+    return (sources + 1) // 2
+
+
+def _keys_up_to(x, count, total: int):
+    """How many of a source's `count` keys are at or before position x (-1 <= x < total); with x a
+    column and `count` a row of counts, a table of them."""
+    return ((x + 1) * (2 * count) + (total - 1)) // (2 * total)
 
 
 def stream_rows(stream: np.ndarray, length: int, seed: int, source: int) -> np.ndarray:
     """The rows (0 .. length - 1) at positions `stream` (int64) of source `source`'s stream of passes."""
     passes, within = np.divmod(stream, length)
     bits = (length - 1).bit_length()
-    state = _mix(_mix(seed) ^ source)
-    pass_keys = _mix(np.uint64(state) ^ passes.astype(np.uint64))
-    rounds = []
-    for number in range(_ROUNDS):
-        state = _mix(state)
-        rounds.append((pass_keys >> np.uint64(8 * number), state | 1))  # (xor keys, an odd multiplier)
+    state, odds = _source_keys(seed, source)
+    rounds = _rounds(_mix(np.uint64(state) ^ passes.astype(np.uint64)), odds)
     rows = _bijection(within.astype(np.uint64), rounds, bits)
     outside = rows >= length
     while outside.any():  # cycle-walk into 0 .. length - 1: still one permutation of them
@@ -81,13 +102,40 @@ def stream_rows(stream: np.ndarray, length: int, seed: int, source: int) -> np.n
     return rows.astype(np.int64)
 
 
-def _bijection(values: np.ndarray, rounds: list[tuple[np.ndarray, int]], bits: int) -> np.ndarray:
-    """A keyed permutation of 0 .. 2^bits - 1 (uint64): xor, multiply by an odd number and xor-shift
-    right, each a bijection of `bits`-bit numbers (Kensler's hash for permutations)."""
-    mask = np.uint64((1 << bits) - 1)
-    shift = np.uint64(max(1, bits // 2))
+def stream_row(position: int, length: int, seed: int, source: int) -> int:
+    """`stream_rows` of one position, in Python ints."""
+    number, row = divmod(position, length)
+    bits = (length - 1).bit_length()
+    state, odds = _source_keys(seed, source)
+    rounds = _rounds(_mix(state ^ number), odds)
+    row = _bijection(row, rounds, bits)
+    while row >= length:
+        row = _bijection(row, rounds, bits)
+    return row
+
+
+@functools.lru_cache(maxsize=256)
+def _source_keys(seed: int, source: int) -> tuple[int, tuple[int, ...]]:
+    """Source `source`'s key, and each round's odd multiplier."""
+    state = _mix(_mix(seed) ^ source)
+    odds = []
+    for _ in range(_ROUNDS):
+        odds.append(_mix(odds[-1] if odds else state) | 1)
+    return state, tuple(odds)
+
+
+def _rounds(pass_keys, odds: tuple[int, ...]) -> list[tuple]:
+    """Each round's (xor key, odd multiplier) for passes keyed `pass_keys`."""
+    return [(pass_keys >> (8 * number), odd) for number, odd in enumerate(odds)]
+
+
+def _bijection(values, rounds: list[tuple], bits: int):
+    """A keyed permutation of 0 .. 2^bits - 1 (a Python int or uint64 array): xor, multiply by an odd
+    number and xor-shift right, each a bijection of `bits`-bit numbers (Kensler's hash for permutations)."""
+    mask = (1 << bits) - 1
+    shift = max(1, bits // 2)
     for xor, odd in rounds:
-        values = ((values ^ (xor & mask)) * np.uint64(odd)) & mask
+        values = ((values ^ (xor & mask)) * odd) & mask
         values ^= values >> shift
     return values
 

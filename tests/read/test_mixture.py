@@ -10,7 +10,7 @@ import pytest
 
 from beam_shards import (Features, Mixture, SchemaMismatchError, ShardedDataset, ShardedSampler, Value,
                          write_shards)
-from beam_shards.read.mixture_plan import apportion, slots
+from beam_shards.read.mixture_plan import apportion, slot, slots, stream_row, stream_rows
 from beam_shards.read.row_identity import mixture_name, same_rows
 
 FEATURES = Features({"x": Value("int64")})
@@ -83,6 +83,16 @@ def test_each_sources_rows_are_spread_evenly(counts):
             assert np.diff(where).max() <= counts.sum() / count + len(counts)
 
 
+def test_one_position_is_where_many_put_it():
+    counts = [13, 29, 7, 1, 50]
+    sources, occurrences = slots(np.arange(100), np.array(counts))
+    assert [slot(p, counts) for p in range(100)] == list(zip(sources.tolist(), occurrences.tolist()))
+    stream = np.array([0, 5, 16, 17, 2**61 + 5, 10**15])
+    for length in (1, 17, 10**9 + 7):
+        assert stream_rows(stream, length, 2**63 - 1, 3).tolist() == [stream_row(int(p), length, 2**63 - 1, 3)
+                                                                       for p in stream]
+
+
 def test_counts_sum_to_the_epoch_size():
     assert apportion([1, 1, 1], 10) == [4, 3, 3]
     assert apportion([0.1, 0.2, 0.7], 1) == [0, 0, 1]
@@ -91,7 +101,7 @@ def test_counts_sum_to_the_epoch_size():
 
 def test_indexing_as_a_dataset(mixture, caches):
     first = epoch(mixture, 0)
-    assert mixture[0] == first[0] and mixture[-1] == first[-1] and mixture[np.int64(3)] == first[3]
+    assert [mixture[i] for i in range(37)] == first and mixture[-1] == first[-1] and mixture[np.int64(3)] == first[3]
     assert mixture[37] == epoch(mixture, 1)[0]
     assert mixture[2:9:3] == first[2:9:3] and list(mixture) == first and mixture[[4, 4]] == [first[4]] * 2
     assert mixture._getitems([1, 2]) == first[1:3] and mixture.__getitems__([]) == []
