@@ -226,3 +226,5 @@ def test_grain_reads_the_mixture_as_a_batched_source(mixture):
     assert isinstance(mixture, base.SupportsBatchedReadRandomAccessDataSource)
     batches = list(grain.MapDataset.source(mixture).batch(10))
     assert [x for batch in batches for x in batch["x"].tolist()] == [row["x"] for row in epoch(mixture, 0)]
+    later = grain.MapDataset.range(37, 74).map(mixture.__getitem__)  # as the guide says to read epoch 1
+    assert list(later) == epoch(mixture, 1)
