@@ -214,6 +214,18 @@ def test_bad_mixtures_are_refused_with_the_values(caches, sources, options, erro
         Mixture(sources, **options)
 
 
+def test_columns_pick_what_every_source_reads(caches, tmp_path):
+    path = str(tmp_path / "two")
+    write_shards(({"x": i, "y": f"y{i}"} for i in range(4)), path, Features({"x": Value("int64"), "y": Value("string")}))
+    dataset = ShardedDataset(path)
+    assert dataset.select_columns(["y"])[1] == {"y": "y1"} and dataset.columns == ["x", "y"]
+    with pytest.raises(KeyError, match=r"unknown column\(s\) \['z'\]"):
+        dataset.select_columns(["z"])
+    mixture = Mixture({dataset: 1, caches["a"]: 1}, columns=["x"])
+    assert {tuple(row) for row in mixture} == {("x", "source")}
+    assert repr(mixture) != repr(Mixture({dataset: 1, caches["a"]: 2}, columns=["x"]))  # Grain's checkpoint check
+
+
 def test_a_source_column_of_another_name(caches):
     mixture = Mixture({caches["a"]: 1}, source_column="origin")
     assert mixture[0]["origin"] == caches["a"] and "source" not in mixture[0]
