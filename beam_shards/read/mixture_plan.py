@@ -93,11 +93,15 @@ def stream_rows(stream: np.ndarray, length: int, seed: int, source: int) -> np.n
     passes, within = np.divmod(stream, length)
     bits = (length - 1).bit_length()
     state, odds = _source_keys(seed, source)
-    rounds = _rounds(_mix(np.uint64(state) ^ passes.astype(np.uint64)), odds)
+    first = int(passes[0]) if len(passes) else 0
+    one_pass = bool((passes == first).all())  # the common case: keys in Python ints, walked as they are
+    rounds = _rounds(_mix(state ^ first) if one_pass else _mix(np.uint64(state) ^ passes.astype(np.uint64)),
+                     odds, bits)
     rows = _bijection(within.astype(np.uint64), rounds, bits)
     outside = rows >= length
     while outside.any():  # cycle-walk into 0 .. length - 1: still one permutation of them
-        rows[outside] = _bijection(rows[outside], [(xor[outside], odd) for xor, odd in rounds], bits)
+        walking = rounds if one_pass else [(xor[outside], odd) for xor, odd in rounds]
+        rows[outside] = _bijection(rows[outside], walking, bits)
         outside = rows >= length
     return rows.astype(np.int64)
 
@@ -107,7 +111,7 @@ def stream_row(position: int, length: int, seed: int, source: int) -> int:
     number, row = divmod(position, length)
     bits = (length - 1).bit_length()
     state, odds = _source_keys(seed, source)
-    rounds = _rounds(_mix(state ^ number), odds)
+    rounds = _rounds(_mix(state ^ number), odds, bits)
     row = _bijection(row, rounds, bits)
     while row >= length:
         row = _bijection(row, rounds, bits)
@@ -124,9 +128,10 @@ def _source_keys(seed: int, source: int) -> tuple[int, tuple[int, ...]]:
     return state, tuple(odds)
 
 
-def _rounds(pass_keys, odds: tuple[int, ...]) -> list[tuple]:
-    """Each round's (xor key, odd multiplier) for passes keyed `pass_keys`."""
-    return [(pass_keys >> (8 * number), odd) for number, odd in enumerate(odds)]
+def _rounds(pass_keys, odds: tuple[int, ...], bits: int) -> list[tuple]:
+    """Each round's (xor key, odd multiplier) of `bits`-bit numbers for passes keyed `pass_keys`."""
+    mask = (1 << bits) - 1
+    return [((pass_keys >> (8 * number)) & mask, odd) for number, odd in enumerate(odds)]
 
 
 def _bijection(values, rounds: list[tuple], bits: int):
@@ -135,7 +140,7 @@ def _bijection(values, rounds: list[tuple], bits: int):
     mask = (1 << bits) - 1
     shift = max(1, bits // 2)
     for xor, odd in rounds:
-        values = ((values ^ (xor & mask)) * odd) & mask
+        values = ((values ^ xor) * odd) & mask
         values ^= values >> shift
     return values
 

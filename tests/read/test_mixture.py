@@ -87,10 +87,10 @@ def test_one_position_is_where_many_put_it():
     counts = [13, 29, 7, 1, 50]
     sources, occurrences = slots(np.arange(100), np.array(counts))
     assert [slot(p, counts) for p in range(100)] == list(zip(sources.tolist(), occurrences.tolist()))
-    stream = np.array([0, 5, 16, 17, 2**61 + 5, 10**15])
     for length in (1, 17, 10**9 + 7):
-        assert stream_rows(stream, length, 2**63 - 1, 3).tolist() == [stream_row(int(p), length, 2**63 - 1, 3)
-                                                                       for p in stream]
+        for stream in (np.array([0, 5, 16, 17, 2**61 + 5, 10**15]), np.arange(3 * length, 3 * length + 17)):
+            assert stream_rows(stream, length, 2**63 - 1, 3).tolist() == [stream_row(int(p), length, 2**63 - 1, 3)
+                                                                           for p in stream]
 
 
 def test_counts_sum_to_the_epoch_size():
