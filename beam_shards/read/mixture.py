@@ -12,7 +12,8 @@ from beam_shards.errors import SchemaMismatchError
 from beam_shards.features import Features, Value
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.indexing import check_index, check_indices, check_slice
-from beam_shards.read.mixture_plan import apportion, slot, slots, stream_row, stream_rows
+from beam_shards.read.mixture_plan import apportion, slot, slots
+from beam_shards.read.mixture_streams import SourceStreams
 from beam_shards.read.row_identity import mixture_name
 from beam_shards.read.saved_state import is_int
 
@@ -97,6 +98,7 @@ class Mixture:
         self._seed = _count(seed, "seed", 0, _MAX_SEED)
         self._counts_list = apportion(self._weights, self._epoch_size)
         self._counts = np.array(self._counts_list, dtype=np.int64)
+        self._streams = SourceStreams(self._lengths, self._seed)
 
     @property
     def rows_per_epoch(self) -> dict[str, int]:
@@ -124,29 +126,36 @@ class Mixture:
         return self._epoch_size
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
+        if type(index) is int and 0 <= index < _LIMIT:  # the common case, checked as it is
+            return self._row(index)
         if isinstance(index, slice):
             return self.__getitems__(np.arange(self._epoch_size)[check_slice(index)])
         if isinstance(index, (int, np.integer)):
-            epoch, position = divmod(check_index(index, self._epoch_size, "mixture", limit=_LIMIT), self._epoch_size)
-            source, occurrence = slot(position, self._counts_list)
-            stream = epoch * self._counts_list[source] + occurrence
-            row = self._sources[source][stream_row(stream, self._lengths[source], self._seed, source)]
-            return self._named([row], source)[0]
+            return self._row(check_index(index, self._epoch_size, "mixture", limit=_LIMIT))
         return self.__getitems__(index)
+
+    def _row(self, index: int) -> dict[str, Any]:
+        """The row at `index` (0 <= index < 2^62)."""
+        epoch, position = divmod(index, self._epoch_size)
+        source, occurrence = slot(position, self._counts_list)
+        row = self._sources[source][self._streams.row(epoch * self._counts_list[source] + occurrence, source)]
+        return self._named([row], source)[0]
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own."""
         epochs, positions = np.divmod(check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT),
                                       self._epoch_size)
         sources, occurrences = slots(positions, self._counts)
-        rows: list[Any] = [None] * len(positions)
-        for source in np.unique(sources).tolist():
-            chosen = np.flatnonzero(sources == source)
-            stream = epochs[chosen] * self._counts[source] + occurrences[chosen]
-            found = self._sources[source].__getitems__(stream_rows(stream, self._lengths[source], self._seed, source))
-            for at, row in zip(chosen.tolist(), self._named(found, source)):
-                rows[at] = row
-        return rows
+        rows = self._streams.rows(epochs * self._counts[sources] + occurrences, sources)
+        order = np.argsort(sources, kind="stable")  # each source's indices together, in their order
+        ends = np.cumsum(np.bincount(sources, minlength=len(self._sources))).tolist()
+        found: list[Any] = []
+        for source, (start, end) in enumerate(zip([0, *ends], ends)):
+            if start < end:
+                found += self._named(self._sources[source].__getitems__(rows[order[start:end]]), source)
+        places = np.empty_like(order)
+        places[order] = np.arange(len(order))
+        return [found[place] for place in places.tolist()]
 
     def _named(self, rows: list[Any], source: int) -> list[dict[str, Any]]:
         """`rows` of source `source`, each with its name in the source column."""

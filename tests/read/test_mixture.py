@@ -10,7 +10,8 @@ import pytest
 
 from beam_shards import (Features, Mixture, SchemaMismatchError, ShardedDataset, ShardedSampler, Value,
                          write_shards)
-from beam_shards.read.mixture_plan import apportion, slot, slots, stream_row, stream_rows
+from beam_shards.read.mixture_plan import apportion, slot, slots
+from beam_shards.read.mixture_streams import SourceStreams
 from beam_shards.read.row_identity import mixture_name, same_rows
 
 FEATURES = Features({"x": Value("int64")})
@@ -87,10 +88,11 @@ def test_one_position_is_where_many_put_it():
     counts = [13, 29, 7, 1, 50]
     sources, occurrences = slots(np.arange(100), np.array(counts))
     assert [slot(p, counts) for p in range(100)] == list(zip(sources.tolist(), occurrences.tolist()))
-    for length in (1, 17, 10**9 + 7):
+    streams = SourceStreams([1, 17, 10**9 + 7], 2**63 - 1)
+    for source, length in enumerate([1, 17, 10**9 + 7]):
         for stream in (np.array([0, 5, 16, 17, 2**61 + 5, 10**15]), np.arange(3 * length, 3 * length + 17)):
-            assert stream_rows(stream, length, 2**63 - 1, 3).tolist() == [stream_row(int(p), length, 2**63 - 1, 3)
-                                                                           for p in stream]
+            assert streams.rows(stream, np.full(len(stream), source)).tolist() == [streams.row(int(p), source)
+                                                                                   for p in stream]
 
 
 def test_counts_sum_to_the_epoch_size():
