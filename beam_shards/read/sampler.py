@@ -240,8 +240,11 @@ class ShardedSampler:
 
         Ranks consume the same number of batches (as distributed training requires), so any
         rank's state says how many samples of the epoch every rank consumed; the rest is split
-        among this sampler's ranks. On as many ranks as before, each rank continues exactly
-        where it stopped.
+        among this sampler's ranks. On as many ranks as before, each rank yields what an
+        uninterrupted run would have yielded next, but for the padding of an epoch that does
+        not split evenly: an uninterrupted epoch pads with its first indices, a resumed one
+        with the first of the rest, so other samples are repeated (as many; every sample of
+        the epoch is still yielded once besides them). With `drop_last` there is no padding.
 
         Raises:
           ValueError: the state is not a whole sampler state (a key missing or unknown, a count
