@@ -40,20 +40,22 @@ def apportion(weights: Sequence[float], total: int) -> list[int]:
 def slots(positions: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(source, occurrence) of each epoch position in `positions` (int64, 0 <= p < sum(counts)): which
     source's row fills it, and which of that source's rows of the epoch (0 .. counts[s] - 1) it is."""
-    total, length = int(counts.sum()), len(positions)
-    reach = _reach(len(counts))
+    total, sources, length = int(counts.sum()), len(counts), len(positions)
+    reach = _reach(sources)
     if total >= _INT64_TOTAL:
         positions, counts = positions.astype(object), counts.astype(object)
-    # [source, x, position]: keys up to each x around each position (the formula's counts grow with x
-    # past 0 .. total - 1 too); at the first x, none outnumber the position
-    table = _keys_up_to(positions + np.arange(-reach, reach + 1)[:, None], counts[:, None, None], total)
-    first = (table.sum(axis=0) <= positions).sum(axis=0)  # the x holding the position
-    flat, each = table.reshape(len(counts), -1), np.arange(length)
-    at = first * length + each
-    upto, before = flat.take(at, axis=1), flat.take(at - length, axis=1)
-    at_key = np.add.accumulate(upto - before, axis=0)  # the sources with a key at x, counted in order
-    source = (at_key <= positions - before.sum(axis=0)).sum(axis=0)
-    return source, upto.ravel().take(source * length + each).astype(np.int64) - 1
+    # [x, source, position]: each source's keys up to x, for the x around each position from one
+    # before the first that can hold it (the formula's counts grow with x outside the epoch too)
+    table = _keys_up_to(positions + np.arange(-reach, reach + 1)[:, None, None], counts[:, None], total)
+    # how many rows of the epoch come up to each (x, source) in (x, source) order; those not past the
+    # position are the pairs before the one holding it
+    upto = table[1:] - table[:-1]
+    for column in range(1, sources):  # a running sum by slices: numpy's along a short axis costs more
+        upto[:, column] += upto[:, column - 1]
+    upto += table[:-1].sum(axis=1, keepdims=True)
+    before = (upto <= positions).sum(axis=(0, 1))
+    source = before % sources
+    return source, table.reshape(-1).take((before + sources) * length + np.arange(length)).astype(np.int64) - 1
 
 
 def slot(position: int, counts: Sequence[int]) -> tuple[int, int]:
