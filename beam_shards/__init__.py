@@ -2,7 +2,8 @@
 
 Write with `WriteToArrowShards` (a Beam sink) or `write_shards` (plain Python), read
 back with `ReadFromArrowShards` (a Beam source), `ArrowBackend` (Arrow random access)
-or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler` gives).
+or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler` gives;
+`Mixture` mixes several caches by weight).
 """
 
 from beam_shards._version import __version__
@@ -19,6 +20,7 @@ from beam_shards.hf import from_hf, from_hf_features, to_hf_features
 from beam_shards.lazy import lazy_names
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.read.dataset import ShardedDataset
+from beam_shards.read.mixture import Mixture
 from beam_shards.read.sampler import ShardedSampler
 from beam_shards.shards.options import WriterOptions
 from beam_shards.shards.writer import ShardWriter
@@ -42,7 +44,7 @@ __all__ = [
     "__version__", "abandon", "Array", "ArrowBackend", "Audio", "BeamShardsError", "CacheError", "CacheExistsError",
     "CacheNotFoundError", "ClassLabel", "collect_garbage", "CorruptCacheError", "EmptyWriteError", "encode_example",
     "EncodeError", "Feature", "FeatureError", "Features", "from_hf", "from_hf_features", "Image", "Json", "list_versions",
-    "Manifest", "new_write_id", "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata",
+    "Manifest", "Mixture", "new_write_id", "parse_count", "parse_duration", "parse_size", "PublishError", "read_metadata",
     "ReadAllFromArrowShards", "ReadFromArrowShards", "Retention", "SchemaMismatchError", "Sequence", "shard_paths",
     "ShardedDataLoader", "ShardedDataset", "ShardedSampler", "ShardInfo", "ShardWriter", "StoreAccessError", "Struct",
     "to_hf_features", "TooManyBadError", "Value", "verify", "VerifyReport", "VersionNotFoundError", "Video",

@@ -88,6 +88,25 @@ class ShardedDataset:
     def features(self) -> Features:
         return self._features
 
+    @property
+    def columns(self) -> list[str]:
+        """The columns each row holds, in order."""
+        return list(self._columns)
+
+    def select_columns(self, columns: Sequence[str]) -> ShardedDataset:
+        """A view of these rows holding only `columns` (some of this dataset's), nothing copied.
+
+        Raises:
+          KeyError: a column this dataset does not hold.
+        """
+        unknown = [c for c in columns if c not in self._columns]
+        if unknown:
+            raise KeyError(f"unknown column(s) {unknown}; the dataset holds {list(self._columns)}")
+        view = self._view(self._indices)
+        view._columns = tuple(columns)
+        view._array_columns = tuple(c for c in self._array_columns if c in view._columns)
+        return view
+
     def __repr__(self) -> str:
         manifest = self._backend.manifest
         transform = "" if self._transform is None else \

@@ -29,15 +29,16 @@ def as_int(value: Any, what: str = "index") -> int:
         raise TypeError(f"{what} must be an int; got {short_repr(value)}") from None
 
 
-def check_index(index: int, length: int, what: str = "cache") -> int:
-    """`index` as a position in 0..length-1 (negative counts from the end).
+def check_index(index: int, length: int, what: str = "cache", limit: int | None = None) -> int:
+    """`index` as a position in 0..length-1 (negative counts from the end); with `limit`, up to
+    limit - 1 (a `Mixture`'s later epochs).
 
     Raises:
       TypeError: `index` is not an int (a bool is not taken for one). IndexError: it
         is out of range (names both).
     """
     index = as_int(index)
-    if not -length <= index < length:
+    if not -length <= index < (length if limit is None else limit):
         raise _out_of_range(index, length, what)
     return index + length if index < 0 else index
 
@@ -56,19 +57,23 @@ def _out_of_range(index: int, length: int, what: str) -> IndexError:
     return IndexError(f"index {index} out of range for a {what} of {length} rows")
 
 
-def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache") -> np.ndarray:
-    """`check_index` over many indices at once, as a new int64 array.
+def check_indices(indices: Sequence[int] | np.ndarray, length: int, what: str = "cache",
+                  limit: int | None = None) -> np.ndarray:
+    """`check_index` over many indices at once, as a new int64 array; with `limit`, indices from
+    `length` up to `limit` are taken too (a `Mixture`'s later epochs), negative ones still count
+    from `length`.
 
     Raises:
       TypeError: an index is not an int (floats, bools, None, objects). ValueError:
         `indices` is not flat (its shape is named). IndexError: an index is out of range.
     """
-    idx = _int_array(indices, length, what)
+    limit = length if limit is None else limit
+    idx = _int_array(indices, limit, what)
     if idx.size == 0:
         return idx.astype(np.int64)
     low = idx.min()
-    if low < -length or idx.max() >= length:
-        bad = (idx < -length) | (idx >= length)
+    if low < -length or idx.max() >= limit:
+        bad = (idx < -length) | (idx >= limit)
         raise _out_of_range(int(idx[np.argmax(bad)]), length, what)
     idx = idx.astype(np.int64)  # a copy: the caller's array is never handed back
     return np.where(idx < 0, idx + length, idx) if low < 0 else idx

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from beam_shards.display import clip
-from beam_shards.read.row_identity import same_rows, version_hint
+from beam_shards.read.row_identity import rows_hint, same_rows
 from beam_shards.read.saved_state import check_shape, is_int, same_value, state_int
 
 STATE_FORMAT = "beam_shards.ShardedSampler/2"
@@ -108,6 +108,10 @@ class ShardedSampler:
         names its rows (`ShardedDataset.identity`) ties states to those rows in their
         order: the cache version and view, or a version `compact` made of it (the
         same rows); a state of another version is refused naming the version to open.
+        A dataset whose rows differ by epoch (`epoch_indexed` True, as a `Mixture`'s)
+        reads row i of epoch e at index e * len(dataset) + i: the sampler yields
+        those indices, so DataLoader workers, which hold their own copy of the
+        dataset, read each epoch's rows.
       shuffle: shuffle each epoch; False gives 0, 1, 2, ... split across ranks.
       seed: the seed, 0 <= seed < 2^63; the same (seed, epoch) gives the same order on
         every machine.
@@ -144,6 +148,7 @@ class ShardedSampler:
         self.drop_last = drop_last
         identity = getattr(dataset_or_len, "identity", None)
         self.dataset = identity if isinstance(identity, str) else None
+        self._epoch_indexed = getattr(dataset_or_len, "epoch_indexed", False) is True
         self._state = SamplerState(0, 0, 0, self.world_size, self.num_samples, drop_last)
         self._yielded: int | None = None  # indices of the segment handed out by a running iteration
         self._iteration: object | None = None  # that iteration's token
@@ -195,7 +200,8 @@ class ShardedSampler:
         total = len(self) * self.world_size
         if total > len(rest):  # pad with the start of the rest, as DistributedSampler does
             rest = np.resize(rest, total)
-        return rest[self.rank:total:self.world_size]
+        mine = rest[self.rank:total:self.world_size]
+        return mine + self._state.epoch * self.num_samples if self._epoch_indexed else mine
 
     def _order(self) -> np.ndarray:
         n = self.num_samples
@@ -234,8 +240,11 @@ class ShardedSampler:
 
         Ranks consume the same number of batches (as distributed training requires), so any
         rank's state says how many samples of the epoch every rank consumed; the rest is split
-        among this sampler's ranks. On as many ranks as before, each rank continues exactly
-        where it stopped.
+        among this sampler's ranks. On as many ranks as before, each rank yields what an
+        uninterrupted run would have yielded next, but for the padding of an epoch that does
+        not split evenly: an uninterrupted epoch pads with its first indices, a resumed one
+        with the first of the rest, so other samples are repeated (as many; every sample of
+        the epoch is still yielded once besides them). With `drop_last` there is no padding.
 
         Raises:
           ValueError: the state is not a whole sampler state (a key missing or unknown, a count
@@ -256,7 +265,7 @@ class ShardedSampler:
         if differ:
             shown = ", ".join(f"{key} {clip(repr(saved))} (this sampler: {value!r})"
                               for key, (saved, value) in differ.items())
-            hint = version_hint(state["dataset"], self.dataset) if "dataset" in differ else ""
+            hint = rows_hint(state["dataset"], self.dataset) if "dataset" in differ else ""
             raise ValueError(f"sampler state is for another order: {shown}{hint}")
         saved = SamplerState(counts["epoch"], counts["offset"], counts["position"], counts["world_size"],
                              self.num_samples, self.drop_last)

@@ -1,0 +1,219 @@
+"""`Mixture`: a weighted mixture of caches, each epoch holding each source's share of rows exactly."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from beam_shards.errors import SchemaMismatchError
+from beam_shards.features import Features, Value
+from beam_shards.read.dataset import ShardedDataset
+from beam_shards.read.indexing import check_index, check_indices, check_slice
+from beam_shards.read.mixture_plan import apportion, slot, slots
+from beam_shards.read.mixture_streams import SourceStreams
+from beam_shards.read.row_identity import mixture_name
+from beam_shards.read.saved_state import is_int
+
+# Indices of later epochs go up to here; every stream position stays below it too.
+_LIMIT = 1 << 62
+_MAX_SEED = (1 << 63) - 1
+_CHUNK = 256  # rows read at once by iteration
+
+
+class Mixture:
+    """A weighted mixture of caches: every epoch holds each source's share of rows exactly.
+
+    An epoch of `epoch_size` rows holds round(weight x epoch_size) rows of each source,
+    the weights normalised to sum to 1 and the counts rounded by largest remainder so they
+    sum to `epoch_size` (`rows_per_epoch`). A source with fewer rows is repeated, each of
+    its rows once before any again; one with more is subsampled, its rows read in turn
+    over the epochs. Each source's rows come shuffled for (seed, pass over the source), and
+    spread evenly through the epoch: two rows of a source are at most epoch_size / its
+    rows per epoch + the number of sources apart. Rows are a source's rows (dicts) with a
+    `source` column naming the source: its path.
+
+    Row i of epoch e is index e * len(mixture) + i (`len` is `epoch_size`): a
+    `ShardedSampler` over a mixture yields those indices for its epoch, so DataLoader
+    workers, which hold their own copy, read each epoch's rows, and exact and elastic
+    resume work as on one cache (`shuffle=False` keeps the mixture's even spread; `True`
+    also shuffles each epoch's positions). `m[i]` and `m[a:b]` (a list of rows) for
+    0 <= i < len, and iteration, read epoch 0; so do Grain's samplers, whose record keys
+    stay below `len`. A sampler state records each source's rows, weight and the mixture's
+    seed, epoch size and columns; a state of a changed mixture is refused naming what changed.
+
+    Example:
+        >>> mix = Mixture({"/tmp/web": 0.7, "/tmp/books": 0.3}, epoch_size=1000)  # doctest: +SKIP
+        >>> mix.rows_per_epoch  # doctest: +SKIP
+        {'/tmp/web': 700, '/tmp/books': 300}
+        >>> batch = mix.__getitems__([0, 1, 1000])  # epoch 0's rows 0 and 1, epoch 1's row 0  # doctest: +SKIP
+        >>> sampler = ShardedSampler(mix, shuffle=False, rank=rank, world_size=world_size)  # doctest: +SKIP
+
+    Args:
+      sources: {source: weight}; a source is a path (its latest version is read) or a
+        `ShardedDataset` (any version, view, image_mode, or transform that returns dicts).
+      epoch_size: rows an epoch holds; by default the sum of the sources' lengths.
+      seed: the seed, 0 <= seed < 2^63; the same (seed, epoch) gives the same rows.
+      columns: the columns to read, which every source must hold with equal features; by
+        default the first source's.
+      source_column: the name of the column naming each row's source.
+
+    Raises:
+      ValueError: no sources, a weight not a positive finite number, an epoch_size below 1
+        or a seed out of range, a source without rows, two sources of one path, or a
+        source_column among the columns.
+      TypeError: a source that is neither a path nor a `ShardedDataset`, an epoch_size or
+        seed not an int.
+      KeyError: a source without one of the columns.
+      SchemaMismatchError: sources whose features for a column differ (both are named).
+    """
+
+    epoch_indexed = True  # ShardedSampler reads epoch e's rows at e * len + i
+
+    def __init__(self, sources: Mapping[str | ShardedDataset, float], *, epoch_size: int | None = None, seed: int = 0,
+                 columns: Sequence[str] | None = None, source_column: str = "source"):
+        if not isinstance(sources, Mapping) or not sources:
+            raise ValueError(f"a Mixture needs at least one source in a {{source: weight}} mapping; got {sources!r}")
+        datasets = [_opened(source, columns) for source in sources]
+        self._names = [_name(source, dataset) for source, dataset in zip(sources, datasets)]
+        repeated = sorted({name for name in self._names if self._names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"two sources of the mixture read one cache, {repeated}: its rows would not say which "
+                             "source they came from; mix views of one cache through one source instead")
+        self._weights = [_weight(weight, name) for weight, name in zip(sources.values(), self._names)]
+        self._columns = list(columns) if columns is not None else datasets[0].columns
+        self._features = _shared_features(datasets, self._names, self._columns)
+        if source_column in self._columns:
+            raise ValueError(f"the source column {source_column!r} is one of the columns {self._columns}; "
+                             "give another name with source_column=")
+        self._source_column = source_column
+        self._sources = [dataset.select_columns(self._columns) for dataset in datasets]
+        self._lengths = [len(dataset) for dataset in self._sources]
+        for name, length in zip(self._names, self._lengths):
+            if length == 0:
+                raise ValueError(f"source {name!r} has no rows")
+        self._epoch_size = _count(sum(self._lengths) if epoch_size is None else epoch_size, "epoch_size", 1, _LIMIT)
+        self._seed = _count(seed, "seed", 0, _MAX_SEED)
+        self._counts_list = apportion(self._weights, self._epoch_size)
+        self._counts = np.array(self._counts_list, dtype=np.int64)
+        self._streams = SourceStreams(self._lengths, self._seed)
+
+    @property
+    def rows_per_epoch(self) -> dict[str, int]:
+        """How many rows of each source (by name) every epoch holds."""
+        return dict(zip(self._names, self._counts_list))
+
+    @property
+    def features(self) -> Features:
+        """The features of the columns read, and the source column (a string)."""
+        return Features({**self._features, self._source_column: Value("string")})
+
+    @property
+    def identity(self) -> str:
+        """What this mixture's rows are, as a checkpoint must match (`row_identity.mixture_name`)."""
+        return mixture_name(self._seed, self._epoch_size, self._columns, self._source_column,
+                            [(name, weight, count, source.identity) for name, weight, count, source
+                             in zip(self._names, self._weights, self._counts_list, self._sources)])
+
+    def __repr__(self) -> str:
+        sources = ", ".join(f"{source!r}: {weight!r}" for source, weight in zip(self._sources, self._weights))
+        return (f"Mixture({{{sources}}}, epoch_size={self._epoch_size}, seed={self._seed}, "
+                f"source_column={self._source_column!r})")
+
+    def __len__(self) -> int:
+        return self._epoch_size
+
+    def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
+        if type(index) is int and 0 <= index < _LIMIT:  # the common case, checked as it is
+            return self._row(index)
+        if isinstance(index, slice):
+            return self.__getitems__(np.arange(self._epoch_size)[check_slice(index)])
+        if isinstance(index, (int, np.integer)):
+            return self._row(check_index(index, self._epoch_size, "mixture", limit=_LIMIT))
+        return self.__getitems__(index)
+
+    def _row(self, index: int) -> dict[str, Any]:
+        """The row at `index` (0 <= index < 2^62)."""
+        epoch, position = divmod(index, self._epoch_size)
+        source, occurrence = slot(position, self._counts_list)
+        row = self._sources[source][self._streams.row(epoch * self._counts_list[source] + occurrence, source)]
+        return self._named([row], source)[0]
+
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
+        """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own."""
+        epochs, positions = np.divmod(check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT),
+                                      self._epoch_size)
+        sources, occurrences = slots(positions, self._counts)
+        rows = self._streams.rows(epochs * self._counts[sources] + occurrences, sources)
+        order = np.argsort(sources, kind="stable")  # each source's indices together, in their order
+        ends = np.cumsum(np.bincount(sources, minlength=len(self._sources))).tolist()
+        found: list[Any] = []
+        for source, (start, end) in enumerate(zip([0, *ends], ends)):
+            if start < end:
+                found += self._named(self._sources[source].__getitems__(rows[order[start:end]]), source)
+        places = np.empty_like(order)
+        places[order] = np.arange(len(order))
+        return [found[place] for place in places.tolist()]
+
+    def _named(self, rows: list[Any], source: int) -> list[dict[str, Any]]:
+        """`rows` of source `source`, each with its name in the source column."""
+        if not isinstance(rows[0], dict):
+            raise TypeError(f"source {self._names[source]!r} gives rows of type {type(rows[0]).__name__}; "
+                            "a mixture's sources give dicts (a transform must return one)")
+        name, column = self._names[source], self._source_column
+        for row in rows:
+            row[column] = name
+        return rows
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        """The rows at `indices` (Grain's batched fetch)."""
+        return self.__getitems__(indices)
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, self._epoch_size, _CHUNK):
+            yield from self.__getitems__(np.arange(start, min(start + _CHUNK, self._epoch_size)))
+
+
+def _opened(source: Any, columns: Sequence[str] | None) -> ShardedDataset:
+    if isinstance(source, ShardedDataset):
+        return source
+    if isinstance(source, str):
+        return ShardedDataset(source, columns=columns)
+    raise TypeError(f"a mixture's source is a cache path or a ShardedDataset; got {type(source).__name__}")
+
+
+def _name(source: str | ShardedDataset, dataset: ShardedDataset) -> str:
+    return source if isinstance(source, str) else dataset.backend.manifest.path
+
+
+def _weight(weight: Any, name: str) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(weight) or weight <= 0:
+        raise ValueError(f"the weight of source {name!r} must be a positive finite number; got {weight!r}")
+    return float(weight)
+
+
+def _count(value: Any, what: str, low: int, high: int) -> int:
+    if not is_int(value):
+        raise TypeError(f"{what} must be an int; got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{what} must be in {low}..{high}; got {value}")
+    return int(value)
+
+
+def _shared_features(datasets: list[ShardedDataset], names: list[str], columns: list[str]) -> dict[str, Any]:
+    """The features of `columns`, which every source holds with equal features."""
+    for dataset, name in zip(datasets, names):
+        missing = [column for column in columns if column not in dataset.columns]
+        if missing:
+            raise KeyError(f"source {name!r} lacks the column(s) {missing} of the mixture; it holds {dataset.columns}")
+    first = datasets[0].features
+    for dataset, name in zip(datasets[1:], names[1:]):
+        for column in columns:
+            if dataset.features[column] != first[column]:
+                raise SchemaMismatchError(f"column {column!r} is {first[column]!r} in source {names[0]!r} but "
+                                          f"{dataset.features[column]!r} in source {name!r}; a mixture's sources "
+                                          "share the features of its columns")
+    return {column: first[column] for column in columns}

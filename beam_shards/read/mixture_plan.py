@@ -1,0 +1,88 @@
+"""Where each row of a `Mixture`'s epochs comes from (pure arithmetic over Python ints or numpy arrays).
+
+An epoch of `epoch_size` rows holds `counts[s]` rows of source s (`apportion`: the weights'
+shares, rounded by largest remainder so they sum to `epoch_size` exactly). Slots: the k-th
+row of source s in an epoch is keyed at position floor((2k + 1) * epoch_size / (2 * counts[s])),
+the middle of its even share of the epoch; the epoch's rows are the keys in order (ties in
+source order), so a source's rows are never more than epoch_size / counts[s] + the number of
+sources apart (`slots`). Source s's k-th row of epoch e is position e * counts[s] + k of its
+stream of passes (`mixture_streams`), so a subsampled source reads all its rows over the
+epochs, and a repeated one reads each row once before any again.
+
+Every answer is computed for the positions asked, in a fixed few numpy steps, without
+arrays of an epoch's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+# Up to here, a key count's product (x + 1) * 2 * count fits int64; past it, Python ints count.
+_INT64_TOTAL = 1 << 31
+
+
+def apportion(weights: Sequence[float], total: int) -> list[int]:
+    """Counts proportional to `weights` summing to `total`: each share's floor, then one more for the
+    largest remainders (ties to the earlier weight)."""
+    exact = [Fraction(weight) for weight in weights]  # floats as they are: no rounding error to break ties
+    shares = [weight * total / sum(exact) for weight in exact]
+    counts = [math.floor(share) for share in shares]
+    by_remainder = sorted(range(len(weights)), key=lambda s: (-(shares[s] - counts[s]), s))
+    for s in by_remainder[:total - sum(counts)]:
+        counts[s] += 1
+    return counts
+
+
+def slots(positions: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(source, occurrence) of each epoch position in `positions` (int64, 0 <= p < sum(counts)): which
+    source's row fills it, and which of that source's rows of the epoch (0 .. counts[s] - 1) it is."""
+    total, sources, length = int(counts.sum()), len(counts), len(positions)
+    reach = _reach(sources)
+    if total >= _INT64_TOTAL:
+        positions, counts = positions.astype(object), counts.astype(object)
+    # [x, source, position]: each source's keys up to x, for the x around each position from one
+    # before the first that can hold it (the formula's counts grow with x outside the epoch too)
+    table = _keys_up_to(positions + np.arange(-reach, reach + 1)[:, None, None], counts[:, None], total)
+    # how many rows of the epoch come up to each (x, source) in (x, source) order; those not past the
+    # position are the pairs before the one holding it
+    upto = table[1:] - table[:-1]
+    for column in range(1, sources):  # a running sum by slices: numpy's along a short axis costs more
+        upto[:, column] += upto[:, column - 1]
+    upto += table[:-1].sum(axis=1, keepdims=True)
+    before = (upto <= positions).sum(axis=(0, 1))
+    source = before % sources
+    return source, table.reshape(-1).take((before + sources) * length + np.arange(length)).astype(np.int64) - 1
+
+
+def slot(position: int, counts: Sequence[int]) -> tuple[int, int]:
+    """`slots` of one position, in Python ints (a numpy call costs more than this whole search)."""
+    total = sum(counts)
+    x = position - _reach(len(counts))  # the keys up to here do not outnumber the position
+    before = [_keys_up_to(x, count, total) for count in counts]
+    while True:
+        x += 1
+        upto = [_keys_up_to(x, count, total) for count in counts]
+        if sum(upto) > position:
+            break
+        before = upto
+    rank = position - sum(before)  # among the sources with a key at x
+    at_key = [(source, count_up) for source, (count_up, count_before) in enumerate(zip(upto, before))
+              if count_up > count_before]
+    source, count_up = at_key[rank]
+    return source, count_up - 1
+
+
+def _reach(sources: int) -> int:
+    """How far from a position its key lies at most: the keys up to x number x + 1, give or take
+    sources / 2 (so at most x + reach of them, and at least x + 1 - reach)."""
+    return (sources + 1) // 2
+
+
+def _keys_up_to(x, count, total: int):
+    """How many of a source's `count` keys are at or before position x (-1 <= x < total; outside, a
+    count that still grows with x); with arrays, a table of them."""
+    return ((x + 1) * (2 * count) + (total - 1)) // (2 * total)
