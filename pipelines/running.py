@@ -32,6 +32,8 @@ from pipelines.runners import workers_on_this_machine
 from pipelines.write import write_cache
 
 _WORKER_ERROR = re.compile(r"^(?:pipelines|beam_shards)\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
+# What Beam adds to the message of an error raised in one of its steps.
+_BEAM_STEP = re.compile(r" \[while running '[^']*'\]")
 _SKIP_BAD_HINT = "(add --skip_bad to skip bad inputs and list them beside the cache)"
 
 
@@ -110,10 +112,15 @@ def main(run: Callable[[Sequence[str] | None], Manifest], argv: Sequence[str] | 
     return 0
 
 
+def without_beam_step(message: str) -> str:
+    """`message` without what Beam adds to that of an error raised in one of its steps (which step ran)."""
+    return _BEAM_STEP.sub("", message)
+
+
 def _print_error(message: str, bad_input: bool, verbose: bool) -> int:
     if verbose:
         traceback.print_exc()
-    print_error("error", message, *([_SKIP_BAD_HINT] if bad_input else []))
+    print_error("error", without_beam_step(message), *([_SKIP_BAD_HINT] if bad_input else []))
     return 1
 
 

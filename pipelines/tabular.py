@@ -12,7 +12,6 @@ fit goes row by row, so a bad row is named by file, line and column.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,10 +25,8 @@ from pipelines import classes, common
 from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
 from pipelines.opening import open_input
 from pipelines.raw_batches import ParseChunk, RawBatch, ReadRows, read_file
+from pipelines.running import without_beam_step
 from pipelines.summaries import Summarizer, Summary, first_rows, merge, one_column
-
-# What Beam adds to the message of an error raised in one of its steps.
-_BEAM_STEP = re.compile(r" \[while running '[^']*'\]")
 
 __all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "open_input", "parent", "resolve_paths"]
 
@@ -246,4 +243,4 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
         return common.run_pipeline(options, args, read, None, metadata)
     except InferenceError as error:  # Beam names its step in the message
         with common.inferring(parser, files):
-            raise FeatureError(_BEAM_STEP.sub("", str(error))) from None
+            raise FeatureError(without_beam_step(str(error))) from None
