@@ -12,7 +12,7 @@ from beam_shards.errors import SchemaMismatchError
 from beam_shards.features import Features, Value
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.indexing import check_index, check_indices, check_slice
-from beam_shards.read.mixture_plan import apportion, slot, slots
+from beam_shards.read.mixture_plan import apportion, slot, slots, stream_position, stream_positions
 from beam_shards.read.mixture_streams import SourceStreams
 from beam_shards.read.row_identity import mixture_name
 from beam_shards.read.saved_state import is_int
@@ -30,7 +30,7 @@ class Mixture:
     the weights normalised to sum to 1 and the counts rounded by largest remainder so they
     sum to `epoch_size` (`rows_per_epoch`). A source with fewer rows is repeated, each of
     its rows once before any again; one with more is subsampled, its rows read in turn
-    over the epochs. Each source's rows come shuffled for (seed, pass over the source), and
+    over the epochs, each epoch's from one pass over it, so none twice in an epoch. Each source's rows come shuffled for (seed, pass over the source), and
     spread evenly through the epoch: two rows of a source are at most epoch_size / its
     rows per epoch + the number of sources apart. Rows are a source's rows (dicts) with a
     `source` column naming the source: its path.
@@ -98,6 +98,7 @@ class Mixture:
         self._seed = _count(seed, "seed", 0, _MAX_SEED)
         self._counts_list = apportion(self._weights, self._epoch_size)
         self._counts = np.array(self._counts_list, dtype=np.int64)
+        self._lengths_array = np.array(self._lengths, dtype=np.int64)
         self._streams = SourceStreams(self._lengths, self._seed)
 
     @property
@@ -138,7 +139,8 @@ class Mixture:
         """The row at `index` (0 <= index < 2^62)."""
         epoch, position = divmod(index, self._epoch_size)
         source, occurrence = slot(position, self._counts_list)
-        row = self._sources[source][self._streams.row(epoch * self._counts_list[source] + occurrence, source)]
+        position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
+        row = self._sources[source][self._streams.row(position, source)]
         return self._named([row], source)[0]
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
@@ -146,7 +148,8 @@ class Mixture:
         epochs, positions = np.divmod(check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT),
                                       self._epoch_size)
         sources, occurrences = slots(positions, self._counts)
-        rows = self._streams.rows(epochs * self._counts[sources] + occurrences, sources)
+        rows = self._streams.rows(stream_positions(epochs, occurrences, self._counts[sources],
+                                                   self._lengths_array[sources]), sources)
         order = np.argsort(sources, kind="stable")  # each source's indices together, in their order
         ends = np.cumsum(np.bincount(sources, minlength=len(self._sources))).tolist()
         found: list[Any] = []

@@ -5,9 +5,12 @@ shares, rounded by largest remainder so they sum to `epoch_size` exactly). Slots
 row of source s in an epoch is keyed at position floor((2k + 1) * epoch_size / (2 * counts[s])),
 the middle of its even share of the epoch; the epoch's rows are the keys in order (ties in
 source order), so a source's rows are never more than epoch_size / counts[s] + the number of
-sources apart (`slots`). Source s's k-th row of epoch e is position e * counts[s] + k of its
-stream of passes (`mixture_streams`), so a subsampled source reads all its rows over the
-epochs, and a repeated one reads each row once before any again.
+sources apart (`slots`). Source s's k-th row of epoch e is a position of its stream of passes
+(`mixture_streams`, `stream_position`): for a repeated source (counts[s] > its rows),
+e * counts[s] + k, so it reads each row once before any again; for a subsampled one, the
+k-th row of the epoch's share of one pass, each pass cut into rows // counts[s] epochs, so
+an epoch never reads a row twice and the epochs read all its rows in turn (the rest of a
+pass that does not divide is left to the later passes, shuffled anew).
 
 Every answer is computed for the positions asked, in a fixed few numpy steps, without
 arrays of an epoch's size.
@@ -35,6 +38,24 @@ def apportion(weights: Sequence[float], total: int) -> list[int]:
     for s in by_remainder[:total - sum(counts)]:
         counts[s] += 1
     return counts
+
+
+def stream_position(epoch: int, occurrence: int, count: int, length: int) -> int:
+    """Where in its stream of passes a source of `length` rows, `count` of them per epoch, has the
+    `occurrence`-th row of epoch `epoch` (Python ints)."""
+    if count <= length:
+        per_pass = length // count
+        return epoch // per_pass * length + epoch % per_pass * count + occurrence
+    return epoch * count + occurrence
+
+
+def stream_positions(epochs: np.ndarray, occurrences: np.ndarray, counts: np.ndarray,
+                     lengths: np.ndarray) -> np.ndarray:
+    """`stream_position` of each (epoch, occurrence, count, length), on int64 arrays."""
+    subsampled = counts <= lengths
+    per_pass = np.where(subsampled, lengths // np.maximum(counts, 1), 1)
+    return np.where(subsampled, epochs // per_pass * lengths + epochs % per_pass * counts,
+                    epochs * counts) + occurrences
 
 
 def slots(positions: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,9 +59,20 @@ def test_a_repeated_source_gives_each_row_once_per_pass(mixture, caches):
 
 
 def test_a_subsampled_source_reads_other_rows_each_epoch(mixture, caches):
-    stream = _stream(mixture, caches["b"], 3)  # 11 rows an epoch of 25
-    assert sorted(stream[:25]) == list(range(100, 125))
-    assert not set(stream[:11]) & set(stream[11:22])
+    per_epoch = [[row["x"] for row in epoch(mixture, number) if row["source"] == caches["b"]] for number in range(12)]
+    assert all(len(rows) == len(set(rows)) == 11 for rows in per_epoch)  # 11 rows an epoch of 25
+    for first in range(0, 12, 2):  # a pass holds two epochs: they read 22 rows, none twice
+        assert not set(per_epoch[first]) & set(per_epoch[first + 1])
+    assert set().union(*per_epoch) == set(range(100, 125)), "the epochs read every row in turn"
+
+
+def test_no_epoch_reads_a_row_of_a_subsampled_source_twice(caches):
+    mixture = Mixture({caches["c"]: 1, caches["a"]: 2}, epoch_size=12, seed=5)  # 4 rows of 7, 8 of 10
+    for number in range(20):
+        rows = epoch(mixture, number)
+        for path, count in ((caches["c"], 4), (caches["a"], 8)):
+            mine = [row["x"] for row in rows if row["source"] == path]
+            assert len(mine) == len(set(mine)) == count, (number, path, mine)
 
 
 def test_the_rows_depend_on_seed_and_epoch_only(mixture, caches):
