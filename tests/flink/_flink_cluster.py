@@ -62,8 +62,11 @@ def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
     conf.update({
         "jobmanager": {"bind-host": "127.0.0.1", "rpc": {"address": "127.0.0.1", "port": free_port()},
                        "memory": {"process": {"size": "1024m"}}},
+        # A batch job's blocking result partition takes 512 network buffers (sort-shuffle's
+        # minimum), and a pipeline with --skip_bad has more partitions than Flink's default 10%
+        # of the memory holds ("Insufficient number of network buffers").
         "taskmanager": {"bind-host": "127.0.0.1", "host": "127.0.0.1", "numberOfTaskSlots": SLOTS,
-                        "memory": {"process": {"size": "1536m"}}},
+                        "memory": {"process": {"size": "2048m"}, "network": {"min": "384m", "max": "384m"}}},
         "rest": {"address": "127.0.0.1", "bind-address": "127.0.0.1", "port": rest_port},
         "parallelism": {"default": SLOTS},
         "io": {"tmp": {"dirs": str(conf_dir / "tmp")}},
