@@ -115,15 +115,18 @@ def _wait_for_slots(cluster: FlinkCluster) -> None:
 
 
 def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
-    """Starts Beam's Python worker pool on a free loopback port; returns its address and process."""
+    """Starts Beam's Python worker pool on a free loopback port; returns its address and process.
+
+    Each worker runs `_sdk_worker_boot.py` in this venv, so it has the job's pipeline options."""
     port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
-    # The pool starts each worker as `python -c ...`: this venv's python, found first on PATH.
-    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    boot = log_dir / "sdk_worker_boot"
+    boot.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{pathlib.Path(__file__).with_name("_sdk_worker_boot.py")}" "$@"\n')
+    boot.chmod(0o755)
     with open(log_dir / "worker_pool.out", "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                                    f"--service_port={port}"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
+                                    f"--service_port={port}", f"--container_executable={boot}"],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for_port(port, process, "the Beam worker pool")
     except BaseException:
