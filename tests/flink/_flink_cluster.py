@@ -36,6 +36,7 @@ class FlinkCluster:
     """A running cluster: its REST address (what `--flink_master` takes) and where its logs are."""
 
     rest: str
+    flink_home: pathlib.Path
     conf_dir: pathlib.Path
     processes: list[subprocess.Popen]
 
@@ -50,13 +51,34 @@ class FlinkCluster:
             tails.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
         return "\n".join(tails)
 
+    def jobs(self) -> list[dict]:
+        """Each job's id, name and state, as the REST API's /jobs/overview gives them."""
+        with urllib.request.urlopen(f"http://{self.rest}/jobs/overview", timeout=5) as response:
+            return json.load(response)["jobs"]
+
+    def exceptions(self, job_id: str) -> list[str]:
+        """The failures Flink recorded for a job (its exception history), each as the exception's text."""
+        with urllib.request.urlopen(f"http://{self.rest}/jobs/{job_id}/exceptions", timeout=5) as response:
+            return [entry["exceptionName"] + ": " + entry.get("stacktrace", "")
+                    for entry in json.load(response)["exceptionHistory"]["entries"]]
+
+    def start(self, role: str) -> subprocess.Popen:
+        """Starts a `jobmanager` or a `taskmanager` in the foreground, its output appended to `<role>.out`."""
+        env = {**os.environ, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.conf_dir)}
+        with open(self.conf_dir / f"{role}.out", "ab") as log:
+            process = subprocess.Popen([str(self.flink_home / "bin" / f"{role}.sh"), "start-foreground"],
+                                       stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.processes.append(process)
+        return process
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             stop(process)
 
 
-def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
-    """Writes the distribution's configuration, on free loopback ports with 2 slots, into `conf_dir`; returns the REST address."""
+def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path, settings: dict | None = None) -> str:
+    """Writes the distribution's configuration, on free loopback ports with 2 slots, and `settings`
+    (top-level keys) into `conf_dir`; returns the REST address."""
     conf = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text())
     rest_port = free_port()
     conf.update({
@@ -70,6 +92,7 @@ def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
         "rest": {"address": "127.0.0.1", "bind-address": "127.0.0.1", "port": rest_port},
         "parallelism": {"default": SLOTS},
         "io": {"tmp": {"dirs": str(conf_dir / "tmp")}},
+        **(settings or {}),
     })
     conf_dir.mkdir(parents=True, exist_ok=True)
     (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf))
@@ -78,29 +101,27 @@ def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
     return f"127.0.0.1:{rest_port}"
 
 
-def start_cluster(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> FlinkCluster:
-    """Starts a JobManager and a TaskManager; returns once the TaskManager's slots are registered."""
-    rest = write_conf(flink_home, conf_dir)
-    env = {**os.environ, "FLINK_CONF_DIR": str(conf_dir), "FLINK_LOG_DIR": str(conf_dir)}
-    cluster = FlinkCluster(rest, conf_dir, [])
-    for role, script in (("jobmanager", "jobmanager.sh"), ("taskmanager", "taskmanager.sh")):
-        with open(conf_dir / f"{role}.out", "wb") as log:
-            cluster.processes.append(subprocess.Popen([str(flink_home / "bin" / script), "start-foreground"],
-                                                      stdout=log, stderr=subprocess.STDOUT, env=env,
-                                                      start_new_session=True))
+def start_cluster(flink_home: pathlib.Path, conf_dir: pathlib.Path, settings: dict | None = None) -> FlinkCluster:
+    """Starts a JobManager and a TaskManager (`write_conf` takes `settings`); returns once the
+    TaskManager's slots are registered."""
+    rest = write_conf(flink_home, conf_dir, settings)
+    cluster = FlinkCluster(rest, flink_home, conf_dir, [])
     try:
-        _wait_for_slots(cluster)
+        cluster.start("jobmanager")
+        cluster.start("taskmanager")
+        wait_for_slots(cluster)
     except BaseException:
         cluster.stop()
         raise
     return cluster
 
 
-def _wait_for_slots(cluster: FlinkCluster) -> None:
+def wait_for_slots(cluster: FlinkCluster) -> None:
+    """Returns once the cluster's TaskManager has registered its slots (raises if any process exited)."""
     deadline = time.monotonic() + CLUSTER_START_SECONDS
     seen = None
     while time.monotonic() < deadline:
-        exited = [process.args[0] for process in cluster.processes if process.poll() is not None]
+        exited = [process.args[0] for process in cluster.processes if process.poll() not in (None, -9)]
         if exited:
             raise RuntimeError(f"{', '.join(exited)} exited while the Flink cluster started:\n{cluster.logs()}")
         try:
