@@ -44,6 +44,12 @@ class StoreServer:
                     "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials"}
         return {"STORAGE_EMULATOR_HOST": self.endpoint, "NO_GCE_CHECK": "True"}
 
+    def s3_flags(self) -> list[str]:
+        """Beam's `--s3_*` options that reach this S3 server, for a pipeline with no AWS variable set."""
+        return [f"--s3_endpoint_url={self.endpoint}", "--s3_region_name=us-east-1",
+                f"--s3_access_key_id={CREDENTIALS['AWS_ACCESS_KEY_ID']}",
+                f"--s3_secret_access_key={CREDENTIALS['AWS_SECRET_ACCESS_KEY']}"]
+
     def create_bucket(self, name: str) -> None:
         if self.scheme == "s3":
             request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")

@@ -141,8 +141,8 @@ def open_random_access(path: str) -> pa.NativeFile:
     """A seekable file whose reads fetch only the bytes asked for.
 
     A local file is memory-mapped; `s3://` and `gs://` objects are read with ranged
-    requests through pyarrow's filesystems, configured from the environment (see
-    `stores`); any other scheme reads through Beam's FileSystems.
+    requests through pyarrow's filesystems, configured from the environment and a
+    pipeline's options (see `stores`); any other scheme reads through Beam's FileSystems.
 
     Raises:
       FileNotFoundError: nothing is at `path` (the error names it).

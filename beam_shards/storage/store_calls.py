@@ -21,14 +21,9 @@ import concurrent.futures
 import errno
 import os
 import time
-import weakref
-from typing import TYPE_CHECKING
 
 from beam_shards.errors import FileTooLargeError, StoreAccessError
 from beam_shards.storage import stores
-
-if TYPE_CHECKING:
-    from apache_beam.options.pipeline_options import PipelineOptions
 
 STORE_SCHEMES = ("s3", "gs")  # the object stores these calls serve
 # S3 answers 409 while another conditional write of the key is in flight; AWS asks
@@ -41,9 +36,6 @@ _GCS_DELETE_THREADS = 16
 _CHECK_TIMEOUTS_SECONDS = (10, 60)
 # (pid, scheme, bucket, configuration) of the buckets that answered.
 _checked: set[tuple] = set()
-# options -> the S3 client's arguments from them: reading all options parses Beam's
-# argument list again (about 20 ms), and every store call checks its bucket.
-_arguments_of: weakref.WeakKeyDictionary[PipelineOptions, dict] = weakref.WeakKeyDictionary()
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -65,7 +57,7 @@ def check_store(path: str) -> None:
     if scheme not in STORE_SCHEMES:
         return
     bucket, _ = _split(path)
-    arguments = _s3_arguments(stores.beam_options()) if scheme == "s3" else {}
+    arguments = stores.s3_arguments(stores.beam_options()) if scheme == "s3" else {}
     settings = stores.S3Settings.from_env() if scheme == "s3" else stores.GcsSettings.from_env()
     key = (os.getpid(), scheme, bucket, settings, tuple(sorted(arguments.items())))
     if key in _checked:
@@ -75,23 +67,6 @@ def check_store(path: str) -> None:
     else:
         _check_gcs(path, bucket)
     _checked.add(key)
-
-
-def _s3_arguments(options: PipelineOptions) -> dict:
-    """The arguments Beam's S3 client is built with from `options` (read once per options:
-    FileSystems is given new options, never changed ones)."""
-    if options not in _arguments_of:
-        _arguments_of[options] = _read_s3_arguments(options)
-    return _arguments_of[options]
-
-
-def _read_s3_arguments(options: PipelineOptions) -> dict:
-    values = options.get_all_options()
-    return {"endpoint_url": values.get("s3_endpoint_url"), "region_name": values.get("s3_region_name"),
-            "aws_access_key_id": values.get("s3_access_key_id"),
-            "aws_secret_access_key": values.get("s3_secret_access_key"),
-            "aws_session_token": values.get("s3_session_token"), "use_ssl": not values.get("s3_disable_ssl"),
-            "verify": values.get("s3_verify")}
 
 
 def _check_s3(path: str, bucket: str, arguments: dict) -> None:

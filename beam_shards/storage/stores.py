@@ -5,7 +5,8 @@ own options stay), and Beam's S3 filesystem reuses its boto3 clients.
 
 S3 takes `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible server),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and `AWS_REGION` or
-`AWS_DEFAULT_REGION`; what is unset is left to each library's own defaults. GCS takes
+`AWS_DEFAULT_REGION`, and a pipeline's `--s3_*` options over them (Beam's S3 filesystem
+and pyarrow's alike); what is unset is left to each library's own defaults. GCS takes
 `STORAGE_EMULATOR_HOST` (an emulator, reached anonymously) or else default credentials.
 """
 
@@ -15,6 +16,7 @@ import dataclasses
 import os
 import threading
 import types
+import weakref
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
@@ -58,6 +60,15 @@ class S3Settings:
                    session_token=env.get("AWS_SESSION_TOKEN") or None,
                    region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None)
 
+    def with_arguments(self, arguments: dict) -> S3Settings:
+        """These settings with those of `s3_arguments` that are set in their place."""
+        url = arguments.get("endpoint_url")
+        given = {"endpoint": _Endpoint.parse(url) if url else None,
+                 "access_key_id": arguments.get("aws_access_key_id"),
+                 "secret_access_key": arguments.get("aws_secret_access_key"),
+                 "session_token": arguments.get("aws_session_token"), "region": arguments.get("region_name")}
+        return dataclasses.replace(self, **{name: value for name, value in given.items() if value})
+
     def beam_flags(self) -> list[str]:
         """Beam's `--s3_*` pipeline options for the variables that are set."""
         values = {"s3_endpoint_url": self.endpoint.url if self.endpoint else None,
@@ -86,12 +97,15 @@ _pyarrow_filesystems: dict[tuple[int, object], pafs.FileSystem] = {}
 def pyarrow_filesystem(scheme: str) -> pafs.FileSystem:
     """pyarrow's filesystem for `s3` or `gs`, configured from the environment, cached per process.
 
+    S3 takes a pipeline's `--s3_*` options over the environment, as Beam's S3 filesystem
+    does: on a cluster's workers they may be all there is.
+
     Raises:
       ValueError: `scheme` is neither `s3` nor `gs`.
     """
     settings: S3Settings | GcsSettings
     if scheme == "s3":
-        settings = S3Settings.from_env()
+        settings = S3Settings.from_env().with_arguments(s3_arguments(beam_options()))
     elif scheme == "gs":
         settings = GcsSettings.from_env()
     else:
@@ -154,6 +168,25 @@ def beam_filesystems() -> type[FileSystems]:
 def beam_options() -> PipelineOptions:
     """The options Beam's FileSystems build their clients from: a pipeline's, or the environment's."""
     return beam_filesystems()._pipeline_options
+
+
+# options -> the S3 client's arguments from them: reading all options parses Beam's
+# argument list again (about 20 ms), and every store call checks its bucket.
+_arguments_of: weakref.WeakKeyDictionary[PipelineOptions, dict] = weakref.WeakKeyDictionary()
+
+
+def s3_arguments(options: PipelineOptions) -> dict:
+    """The arguments Beam's S3 client is built with from `options` (read once per options:
+    FileSystems is given new options, never changed ones)."""
+    if options not in _arguments_of:
+        values = options.get_all_options()
+        _arguments_of[options] = {
+            "endpoint_url": values.get("s3_endpoint_url"), "region_name": values.get("s3_region_name"),
+            "aws_access_key_id": values.get("s3_access_key_id"),
+            "aws_secret_access_key": values.get("s3_secret_access_key"),
+            "aws_session_token": values.get("s3_session_token"), "use_ssl": not values.get("s3_disable_ssl"),
+            "verify": values.get("s3_verify")}
+    return _arguments_of[options]
 
 
 class _Boto3WithSharedClients:

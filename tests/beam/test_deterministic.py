@@ -14,6 +14,7 @@ from beam_shards import Features, Value, WriteToArrowShards, read_metadata
 from beam_shards.beam import ordered
 from beam_shards.beam.keys import encode_keyed_rows
 from beam_shards.read.backend import ArrowBackend
+from beam_shards.storage import read_bytes
 
 from _support import options
 
@@ -48,7 +49,7 @@ def _write(path: str, runner: list[str], seed: int, **kwargs) -> None:
 
 def shard_digests(path: str) -> list[str]:
     manifest = read_metadata(path)
-    return [hashlib.sha256(open(manifest.shard_path(i), "rb").read()).hexdigest() for i in range(manifest.num_shards)]
+    return [hashlib.sha256(read_bytes(manifest.shard_path(i))).hexdigest() for i in range(manifest.num_shards)]
 
 
 @pytest.mark.slow

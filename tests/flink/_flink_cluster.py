@@ -36,6 +36,7 @@ class FlinkCluster:
     """A running cluster: its REST address (what `--flink_master` takes) and where its logs are."""
 
     rest: str
+    flink_home: pathlib.Path
     conf_dir: pathlib.Path
     processes: list[subprocess.Popen]
 
@@ -50,23 +51,48 @@ class FlinkCluster:
             tails.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]))
         return "\n".join(tails)
 
+    def jobs(self) -> list[dict]:
+        """Each job's id, name and state, as the REST API's /jobs/overview gives them."""
+        with urllib.request.urlopen(f"http://{self.rest}/jobs/overview", timeout=5) as response:
+            return json.load(response)["jobs"]
+
+    def exceptions(self, job_id: str) -> list[str]:
+        """The failures Flink recorded for a job (its exception history), each as the exception's text."""
+        with urllib.request.urlopen(f"http://{self.rest}/jobs/{job_id}/exceptions", timeout=5) as response:
+            return [entry["exceptionName"] + ": " + entry.get("stacktrace", "")
+                    for entry in json.load(response)["exceptionHistory"]["entries"]]
+
+    def start(self, role: str) -> subprocess.Popen:
+        """Starts a `jobmanager` or a `taskmanager` in the foreground, its output appended to `<role>.out`."""
+        env = {**os.environ, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.conf_dir)}
+        with open(self.conf_dir / f"{role}.out", "ab") as log:
+            process = subprocess.Popen([str(self.flink_home / "bin" / f"{role}.sh"), "start-foreground"],
+                                       stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.processes.append(process)
+        return process
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             stop(process)
 
 
-def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
-    """Writes the distribution's configuration, on free loopback ports with 2 slots, into `conf_dir`; returns the REST address."""
+def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path, settings: dict | None = None) -> str:
+    """Writes the distribution's configuration, on free loopback ports with 2 slots, and `settings`
+    (top-level keys) into `conf_dir`; returns the REST address."""
     conf = yaml.safe_load((flink_home / "conf" / "config.yaml").read_text())
     rest_port = free_port()
     conf.update({
         "jobmanager": {"bind-host": "127.0.0.1", "rpc": {"address": "127.0.0.1", "port": free_port()},
                        "memory": {"process": {"size": "1024m"}}},
+        # A batch job's blocking result partition takes 512 network buffers (sort-shuffle's
+        # minimum), and a pipeline with --skip_bad has more partitions than Flink's default 10%
+        # of the memory holds ("Insufficient number of network buffers").
         "taskmanager": {"bind-host": "127.0.0.1", "host": "127.0.0.1", "numberOfTaskSlots": SLOTS,
-                        "memory": {"process": {"size": "1536m"}}},
+                        "memory": {"process": {"size": "2048m"}, "network": {"min": "384m", "max": "384m"}}},
         "rest": {"address": "127.0.0.1", "bind-address": "127.0.0.1", "port": rest_port},
         "parallelism": {"default": SLOTS},
         "io": {"tmp": {"dirs": str(conf_dir / "tmp")}},
+        **(settings or {}),
     })
     conf_dir.mkdir(parents=True, exist_ok=True)
     (conf_dir / "config.yaml").write_text(yaml.safe_dump(conf))
@@ -75,29 +101,27 @@ def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> str:
     return f"127.0.0.1:{rest_port}"
 
 
-def start_cluster(flink_home: pathlib.Path, conf_dir: pathlib.Path) -> FlinkCluster:
-    """Starts a JobManager and a TaskManager; returns once the TaskManager's slots are registered."""
-    rest = write_conf(flink_home, conf_dir)
-    env = {**os.environ, "FLINK_CONF_DIR": str(conf_dir), "FLINK_LOG_DIR": str(conf_dir)}
-    cluster = FlinkCluster(rest, conf_dir, [])
-    for role, script in (("jobmanager", "jobmanager.sh"), ("taskmanager", "taskmanager.sh")):
-        with open(conf_dir / f"{role}.out", "wb") as log:
-            cluster.processes.append(subprocess.Popen([str(flink_home / "bin" / script), "start-foreground"],
-                                                      stdout=log, stderr=subprocess.STDOUT, env=env,
-                                                      start_new_session=True))
+def start_cluster(flink_home: pathlib.Path, conf_dir: pathlib.Path, settings: dict | None = None) -> FlinkCluster:
+    """Starts a JobManager and a TaskManager (`write_conf` takes `settings`); returns once the
+    TaskManager's slots are registered."""
+    rest = write_conf(flink_home, conf_dir, settings)
+    cluster = FlinkCluster(rest, flink_home, conf_dir, [])
     try:
-        _wait_for_slots(cluster)
+        cluster.start("jobmanager")
+        cluster.start("taskmanager")
+        wait_for_slots(cluster)
     except BaseException:
         cluster.stop()
         raise
     return cluster
 
 
-def _wait_for_slots(cluster: FlinkCluster) -> None:
+def wait_for_slots(cluster: FlinkCluster) -> None:
+    """Returns once the cluster's TaskManager has registered its slots (raises if any process exited)."""
     deadline = time.monotonic() + CLUSTER_START_SECONDS
     seen = None
     while time.monotonic() < deadline:
-        exited = [process.args[0] for process in cluster.processes if process.poll() is not None]
+        exited = [process.args[0] for process in cluster.processes if process.poll() not in (None, -9)]
         if exited:
             raise RuntimeError(f"{', '.join(exited)} exited while the Flink cluster started:\n{cluster.logs()}")
         try:
@@ -112,15 +136,18 @@ def _wait_for_slots(cluster: FlinkCluster) -> None:
 
 
 def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
-    """Starts Beam's Python worker pool on a free loopback port; returns its address and process."""
+    """Starts Beam's Python worker pool on a free loopback port; returns its address and process.
+
+    Each worker runs `_sdk_worker_boot.py` in this venv, so it has the job's pipeline options."""
     port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
-    # The pool starts each worker as `python -c ...`: this venv's python, found first on PATH.
-    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    boot = log_dir / "sdk_worker_boot"
+    boot.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{pathlib.Path(__file__).with_name("_sdk_worker_boot.py")}" "$@"\n')
+    boot.chmod(0o755)
     with open(log_dir / "worker_pool.out", "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                                    f"--service_port={port}"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
+                                    f"--service_port={port}", f"--container_executable={boot}"],
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for_port(port, process, "the Beam worker pool")
     except BaseException:
