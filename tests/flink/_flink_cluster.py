@@ -148,12 +148,7 @@ def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
         process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
                                     f"--service_port={port}", f"--container_executable={boot}"],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, process, "the Beam worker pool")
-    except BaseException:
-        stop(process)
-        raise
-    return f"localhost:{port}", process
+    return f"localhost:{_listening(process, port, 'the Beam worker pool')}", process
 
 
 def start_job_server(jar: pathlib.Path, flink_master: str, log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
@@ -165,9 +160,14 @@ def start_job_server(jar: pathlib.Path, flink_master: str, log_dir: pathlib.Path
                                     "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "-1",
                                     "--artifacts-dir", str(log_dir / "artifacts")],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return f"127.0.0.1:{_listening(process, port, 'the Beam Flink job server')}", process
+
+
+def _listening(process: subprocess.Popen, port: int, what: str) -> int:
+    """`port`, once `process` listens on it; the process stopped if it never does."""
     try:
-        wait_for_port(port, process, "the Beam Flink job server")
+        wait_for_port(port, process, what)
     except BaseException:
         stop(process)
         raise
-    return f"127.0.0.1:{port}", process
+    return port
