@@ -6,39 +6,82 @@ or `ShardedDataset` (decoded examples for training, in the order `ShardedSampler
 `Mixture` mixes several caches by weight).
 """
 
-from beam_shards._version import __version__
-from beam_shards.errors import (BeamShardsError, CacheError, CacheExistsError, CacheNotFoundError, CorruptCacheError,
-                                EmptyWriteError, EncodeError, FeatureError, PublishError, SchemaMismatchError,
-                                StoreAccessError, TooManyBadError, VersionNotFoundError, WriteInProgressError)
-from beam_shards.features import (Array, Audio, ClassLabel, Feature, Features, Image, Json, Sequence, Struct, Value,
-                                  Video, encode_example)
-from beam_shards.format.catalog import list_versions, read_metadata, shard_paths
-from beam_shards.format.layout import new_write_id
-from beam_shards.format.manifest import Manifest
-from beam_shards.format.shard_table import ShardInfo
-from beam_shards.hf import from_hf, from_hf_features, to_hf_features
-from beam_shards.lazy import lazy_names
-from beam_shards.read.backend import ArrowBackend
-from beam_shards.read.dataset import ShardedDataset
-from beam_shards.read.mixture import Mixture
-from beam_shards.read.sampler import ShardedSampler
-from beam_shards.shards.options import WriterOptions
-from beam_shards.shards.writer import ShardWriter
-from beam_shards.units import parse_count, parse_duration, parse_size
-from beam_shards.versions.commit import abandon
-from beam_shards.versions.gc import Retention, collect_garbage
-from beam_shards.versions.verify import VerifyReport, verify
-from beam_shards.write import write_shards
+import importlib
+from typing import Any
 
 _LAZY = {
+    "__version__": "beam_shards._version",
+    "BeamShardsError": "beam_shards.errors",
+    "CacheError": "beam_shards.errors",
+    "CacheExistsError": "beam_shards.errors",
+    "CacheNotFoundError": "beam_shards.errors",
+    "CorruptCacheError": "beam_shards.errors",
+    "EmptyWriteError": "beam_shards.errors",
+    "EncodeError": "beam_shards.errors",
+    "FeatureError": "beam_shards.errors",
+    "PublishError": "beam_shards.errors",
+    "SchemaMismatchError": "beam_shards.errors",
+    "StoreAccessError": "beam_shards.errors",
+    "TooManyBadError": "beam_shards.errors",
+    "VersionNotFoundError": "beam_shards.errors",
+    "WriteInProgressError": "beam_shards.errors",
+    "Array": "beam_shards.features.array",
+    "Audio": "beam_shards.features.files",
+    "ClassLabel": "beam_shards.features.value",
+    "Feature": "beam_shards.features.base",
+    "Features": "beam_shards.features.schema",
+    "Image": "beam_shards.features.files",
+    "Json": "beam_shards.features.json_value",
+    "Sequence": "beam_shards.features.sequence",
+    "Struct": "beam_shards.features.struct",
+    "Value": "beam_shards.features.value",
+    "Video": "beam_shards.features.files",
+    "encode_example": "beam_shards.features.schema",
+    "list_versions": "beam_shards.format.catalog",
+    "read_metadata": "beam_shards.format.catalog",
+    "shard_paths": "beam_shards.format.catalog",
+    "new_write_id": "beam_shards.format.layout",
+    "Manifest": "beam_shards.format.manifest",
+    "ShardInfo": "beam_shards.format.shard_table",
+    "from_hf": "beam_shards.hf.from_datasets",
+    "from_hf_features": "beam_shards.hf.features",
+    "to_hf_features": "beam_shards.hf.features",
+    "ArrowBackend": "beam_shards.read.backend",
+    "ShardedDataset": "beam_shards.read.dataset",
+    "Mixture": "beam_shards.read.mixture",
+    "ShardedSampler": "beam_shards.read.sampler",
+    "WriterOptions": "beam_shards.shards.options",
+    "ShardWriter": "beam_shards.shards.writer",
+    "parse_count": "beam_shards.units",
+    "parse_duration": "beam_shards.units",
+    "parse_size": "beam_shards.units",
+    "abandon": "beam_shards.versions.commit",
+    "Retention": "beam_shards.versions.gc",
+    "collect_garbage": "beam_shards.versions.gc",
+    "VerifyReport": "beam_shards.versions.verification",
+    "verify": "beam_shards.versions.verification",
+    "write_shards": "beam_shards.write",
     "WriteToArrowShards": "beam_shards.beam.sink",
     "ReadFromArrowShards": "beam_shards.beam.source",
     "ReadAllFromArrowShards": "beam_shards.beam.source",
     "ShardedDataLoader": "beam_shards.read.loader",
 }
 
-# The Beam transforms import apache_beam, which training code never needs; the loader imports torch.
-__getattr__ = lazy_names(__name__, _LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """Imports each name on first use, as `beam_shards.lazy` does for the other faces.
+
+    Training code never imports apache_beam (the transforms) or torch (the loader). This face
+    imports nothing of the package at all, `beam_shards.lazy` included: a thread that imports
+    one of the package's modules first takes that module's lock and then runs this file, so
+    anything imported from here could deadlock two threads (see `beam_shards.lazy`).
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "__version__", "abandon", "Array", "ArrowBackend", "Audio", "BeamShardsError", "CacheError", "CacheExistsError",

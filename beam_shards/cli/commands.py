@@ -34,7 +34,7 @@ from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES
 from beam_shards.terminal import ArgumentParser, print_error, quiet_broken_pipe, say
 from beam_shards.units import count_flag, duration_flag, size_flag
 from beam_shards.versions.bad_inputs import bad_inputs_path, read_bad_inputs
-from beam_shards.versions.compact import compact
+from beam_shards.versions.compaction import compact
 from beam_shards.versions.dedup import deduplicate
 from beam_shards.versions.gc import DEFAULT_KEEP, DEFAULT_MIN_AGE, Retention, collect_garbage, find_garbage
 
@@ -116,7 +116,7 @@ def _info(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from beam_shards.progress import Progress
-    from beam_shards.versions.verify import verify
+    from beam_shards.versions.verification import verify
 
     meter = Progress(f"verify {args.path}", unit="shards", enabled=True if args.progress else None)
 

@@ -23,21 +23,50 @@ Example:
     (1, dtype('float32'))
 """
 
-from beam_shards.features.array import Array
-from beam_shards.features.base import (FLOAT_DTYPES, Feature, INT_DTYPES, NUMERIC_DTYPES, VALUE_DTYPES, arrow_family,
-                                       casts, feature_from_dict, feature_kinds, list_lengths)
-from beam_shards.features.casting import cast_safely
-from beam_shards.features.columns import numpy_values, row_getter
-from beam_shards.features.decode import check_image_mode, decode_table
-from beam_shards.features.files import Audio, Image, Video
-from beam_shards.features.image_check import open_image, sniff_format
-from beam_shards.features.json_text import MAX_DEPTH, TooDeep, json_depth, json_text_depth, load_bounded
-from beam_shards.features.json_value import Json
-from beam_shards.features.schema import (COLUMN_TYPES, Features, HF_METADATA_KEY, RESERVED_PREFIX, SCHEMA_METADATA_KEY,
-                                         encode_example)
-from beam_shards.features.sequence import Sequence
-from beam_shards.features.struct import Struct
-from beam_shards.features.value import ClassLabel, Value, temporal_type
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "Array": "beam_shards.features.array",
+    "FLOAT_DTYPES": "beam_shards.features.base",
+    "Feature": "beam_shards.features.base",
+    "INT_DTYPES": "beam_shards.features.base",
+    "NUMERIC_DTYPES": "beam_shards.features.base",
+    "VALUE_DTYPES": "beam_shards.features.base",
+    "arrow_family": "beam_shards.features.base",
+    "casts": "beam_shards.features.base",
+    "feature_from_dict": "beam_shards.features.kinds",
+    "feature_kinds": "beam_shards.features.kinds",
+    "list_lengths": "beam_shards.features.base",
+    "cast_safely": "beam_shards.features.casting",
+    "numpy_values": "beam_shards.features.columns",
+    "row_getter": "beam_shards.features.columns",
+    "check_image_mode": "beam_shards.features.decode",
+    "decode_table": "beam_shards.features.decode",
+    "Audio": "beam_shards.features.files",
+    "Image": "beam_shards.features.files",
+    "Video": "beam_shards.features.files",
+    "open_image": "beam_shards.features.image_check",
+    "sniff_format": "beam_shards.features.image_check",
+    "MAX_DEPTH": "beam_shards.features.json_text",
+    "TooDeep": "beam_shards.features.json_text",
+    "json_depth": "beam_shards.features.json_text",
+    "json_text_depth": "beam_shards.features.json_text",
+    "load_bounded": "beam_shards.features.json_text",
+    "Json": "beam_shards.features.json_value",
+    "COLUMN_TYPES": "beam_shards.features.schema",
+    "Features": "beam_shards.features.schema",
+    "HF_METADATA_KEY": "beam_shards.features.schema",
+    "RESERVED_PREFIX": "beam_shards.features.schema",
+    "SCHEMA_METADATA_KEY": "beam_shards.features.schema",
+    "encode_example": "beam_shards.features.schema",
+    "Sequence": "beam_shards.features.sequence",
+    "Struct": "beam_shards.features.struct",
+    "ClassLabel": "beam_shards.features.value",
+    "Value": "beam_shards.features.value",
+    "temporal_type": "beam_shards.features.value",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "Array", "arrow_family", "Audio", "cast_safely", "casts", "check_image_mode", "ClassLabel", "COLUMN_TYPES",

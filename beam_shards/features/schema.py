@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from beam_shards.display import clip, few, short_repr
 from beam_shards.errors import CorruptCacheError, EncodeError, FeatureError
-from beam_shards.features.base import Feature, Invalid, check_named, feature_from_dict
+from beam_shards.features.base import Feature, Invalid, check_named
+from beam_shards.features.kinds import feature_from_dict
 from beam_shards.features.json_value import holds_json
 
 SCHEMA_METADATA_KEY = b"beam_shards.features"

@@ -1,19 +1,60 @@
 """The cache format: every file name a cache holds (layout), one version's manifest (a header naming
 its shard tables, and its statistics), and reading the versions a cache keeps."""
 
-from beam_shards.features import MAX_DEPTH, json_depth, json_text_depth
-from beam_shards.format.catalog import list_versions, read_metadata, shard_paths, version_log
-from beam_shards.format.latest import MAX_PAST_POINTER, VersionFolder, history, resolve
-from beam_shards.format.layout import (CacheLayout, LOCK_NAME, MANIFEST_NAME, STAGING_DIR, TABLES_DIR, VERSIONS_DIR,
-                                       check_write_id, classify, is_write_id, new_cache_id, new_write_id,
-                                       parse_version_name, shard_name, version_name, write_id_of_shard, write_id_time)
-from beam_shards.format.manifest import (COMPRESSIONS, LISTED_FORMAT_VERSION, MAX_MANIFEST_BYTES, MODES,
-                                         Manifest, check_metadata, format_for, manifest_json, parse_json,
-                                         size_problem)
-from beam_shards.format.shard_table import (ShardInfo, ShardTable, TableRef, build_table, concat_tables, plan_tables,
-                                            table_file)
-from beam_shards.format.statistics import Statistics
-from beam_shards.format.version_files import read_table, read_version, version_numbers
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "MAX_DEPTH": "beam_shards.features.json_text",
+    "json_depth": "beam_shards.features.json_text",
+    "json_text_depth": "beam_shards.features.json_text",
+    "list_versions": "beam_shards.format.catalog",
+    "read_metadata": "beam_shards.format.catalog",
+    "shard_paths": "beam_shards.format.catalog",
+    "version_log": "beam_shards.format.catalog",
+    "MAX_PAST_POINTER": "beam_shards.format.latest",
+    "VersionFolder": "beam_shards.format.latest",
+    "history": "beam_shards.format.latest",
+    "resolve": "beam_shards.format.latest",
+    "CacheLayout": "beam_shards.format.layout",
+    "LOCK_NAME": "beam_shards.format.layout",
+    "MANIFEST_NAME": "beam_shards.format.layout",
+    "STAGING_DIR": "beam_shards.format.layout",
+    "TABLES_DIR": "beam_shards.format.layout",
+    "VERSIONS_DIR": "beam_shards.format.layout",
+    "check_write_id": "beam_shards.format.layout",
+    "classify": "beam_shards.format.layout",
+    "is_write_id": "beam_shards.format.layout",
+    "new_cache_id": "beam_shards.format.layout",
+    "new_write_id": "beam_shards.format.layout",
+    "parse_version_name": "beam_shards.format.layout",
+    "shard_name": "beam_shards.format.layout",
+    "version_name": "beam_shards.format.layout",
+    "write_id_of_shard": "beam_shards.format.layout",
+    "write_id_time": "beam_shards.format.layout",
+    "COMPRESSIONS": "beam_shards.format.manifest",
+    "LISTED_FORMAT_VERSION": "beam_shards.format.manifest",
+    "MAX_MANIFEST_BYTES": "beam_shards.format.manifest",
+    "MODES": "beam_shards.format.manifest",
+    "Manifest": "beam_shards.format.manifest",
+    "check_metadata": "beam_shards.format.manifest",
+    "format_for": "beam_shards.format.manifest",
+    "manifest_json": "beam_shards.format.manifest",
+    "parse_json": "beam_shards.format.manifest",
+    "size_problem": "beam_shards.format.manifest",
+    "ShardInfo": "beam_shards.format.shard_table",
+    "ShardTable": "beam_shards.format.shard_table",
+    "TableRef": "beam_shards.format.shard_table",
+    "build_table": "beam_shards.format.shard_table",
+    "concat_tables": "beam_shards.format.shard_table",
+    "plan_tables": "beam_shards.format.shard_table",
+    "table_file": "beam_shards.format.shard_table",
+    "Statistics": "beam_shards.format.statistics",
+    "read_table": "beam_shards.format.version_files",
+    "read_version": "beam_shards.format.version_files",
+    "version_numbers": "beam_shards.format.version_files",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "build_table", "CacheLayout", "check_metadata", "check_write_id", "classify", "COMPRESSIONS", "concat_tables",

@@ -14,10 +14,21 @@ features in their schema's metadata, which `Features.arrow_schema()` writes from
 own forms, so nothing below needs this part.
 """
 
-from beam_shards.hf.features import from_hf_dict, from_hf_features, to_hf_features
-from beam_shards.hf.from_datasets import from_hf, hf_storage_schema
-from beam_shards.hf.metadata import hf_features_of, load_json, saved_dataset
-from beam_shards.hf.to_datasets import hf_dataset
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "from_hf_dict": "beam_shards.hf.features",
+    "from_hf_features": "beam_shards.hf.features",
+    "to_hf_features": "beam_shards.hf.features",
+    "from_hf": "beam_shards.hf.from_datasets",
+    "hf_storage_schema": "beam_shards.hf.from_datasets",
+    "hf_features_of": "beam_shards.hf.metadata",
+    "load_json": "beam_shards.hf.metadata",
+    "saved_dataset": "beam_shards.hf.metadata",
+    "hf_dataset": "beam_shards.hf.to_datasets",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "from_hf", "from_hf_dict", "from_hf_features", "hf_dataset", "hf_features_of", "hf_storage_schema", "load_json",

@@ -9,6 +9,7 @@ would (`widening`). `NullTokens` says which CSV cells are null. Pure: no Beam, n
 
 Example:
     >>> import pyarrow as pa
+    >>> from beam_shards.inference import features_of, merge, summarize_table
     >>> first = summarize_table(pa.table({"mpg": ["18", "15"], "code": ["ABC", "0E0"]}), cells=True)
     >>> later = summarize_table(pa.table({"mpg": ["16.5"], "code": ["XYZ"]}), cells=True)
     >>> features, widened = features_of(merge(later, first))
@@ -18,15 +19,25 @@ Example:
     ['mpg: ints and floats -> float64', 'code: floats and text -> string']
 """
 
-from beam_shards.inference.arrow import summarize_arrow
-from beam_shards.inference.kinds import Kinds, merge, merge_all
-from beam_shards.inference.labels import class_label_of
-from beam_shards.inference.nulls import NA_VALUES, NullTokens
-from beam_shards.inference.strings import DEFAULT_IMAGE_COLUMN, IMAGE_EXTENSIONS
-from beam_shards.inference.table import summarize_table
-from beam_shards.inference.text import summarize_text
-from beam_shards.inference.values import summarize_values
-from beam_shards.inference.widening import features_of
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "summarize_arrow": "beam_shards.inference.arrow",
+    "Kinds": "beam_shards.inference.kinds",
+    "merge": "beam_shards.inference.kinds",
+    "merge_all": "beam_shards.inference.kinds",
+    "class_label_of": "beam_shards.inference.labels",
+    "NA_VALUES": "beam_shards.inference.nulls",
+    "NullTokens": "beam_shards.inference.nulls",
+    "DEFAULT_IMAGE_COLUMN": "beam_shards.inference.strings",
+    "IMAGE_EXTENSIONS": "beam_shards.inference.strings",
+    "summarize_table": "beam_shards.inference.table",
+    "summarize_text": "beam_shards.inference.text",
+    "summarize_values": "beam_shards.inference.values",
+    "features_of": "beam_shards.inference.widening",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "class_label_of", "DEFAULT_IMAGE_COLUMN", "features_of", "IMAGE_EXTENSIONS", "Kinds", "merge", "merge_all",

@@ -1,9 +1,15 @@
 """Reading a published cache: Arrow random access, the decoded training view, mixtures of caches, and the sampler."""
 
-from beam_shards.read.backend import ArrowBackend
-from beam_shards.read.dataset import ShardedDataset
-from beam_shards.read.mixture import Mixture
-from beam_shards.read.sampler import ShardedSampler
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "ArrowBackend": "beam_shards.read.backend",
+    "ShardedDataset": "beam_shards.read.dataset",
+    "Mixture": "beam_shards.read.mixture",
+    "ShardedSampler": "beam_shards.read.sampler",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "ArrowBackend", "Mixture", "ShardedDataset", "ShardedSampler",

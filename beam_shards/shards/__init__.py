@@ -1,12 +1,27 @@
 """Shard files: writing encoded rows into size-rotated Arrow IPC shards, reading one back, merging small ones;
 the digests of rows that deduplication compares."""
 
-from beam_shards.shards.merge import file_overhead, is_small, merge_shards, plan_bins
-from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES,
-                                        WriterOptions, WrittenShard)
-from beam_shards.shards.row_digest import DIGEST_BYTES, row_digests
-from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.writer import EncodedRows, ShardWriter, split_key
+from beam_shards.lazy import lazy_names
+
+_LAZY = {
+    "file_overhead": "beam_shards.shards.merge",
+    "is_small": "beam_shards.shards.merge",
+    "merge_shards": "beam_shards.shards.merge",
+    "plan_bins": "beam_shards.shards.merge",
+    "DEFAULT_BATCH_BYTES": "beam_shards.shards.options",
+    "DEFAULT_BATCH_SIZE": "beam_shards.shards.options",
+    "DEFAULT_SHARD_SIZE_BYTES": "beam_shards.shards.options",
+    "WriterOptions": "beam_shards.shards.options",
+    "WrittenShard": "beam_shards.shards.options",
+    "DIGEST_BYTES": "beam_shards.shards.row_digest",
+    "row_digests": "beam_shards.shards.row_digest",
+    "ShardFile": "beam_shards.shards.shard_file",
+    "EncodedRows": "beam_shards.shards.writer",
+    "ShardWriter": "beam_shards.shards.writer",
+    "split_key": "beam_shards.shards.writer",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "EncodedRows",

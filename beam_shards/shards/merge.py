@@ -19,7 +19,7 @@ bin into one shard by copying its record batches in order:
   other. Memory: one record batch. Compressed shards are decompressed and
   compressed again batch by batch (buffers only; rows are never decoded).
 
-`versions.compact` does this for the latest version of a published cache.
+`versions.compaction` does this for the latest version of a published cache.
 """
 
 from __future__ import annotations

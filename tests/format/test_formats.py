@@ -16,7 +16,7 @@ from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions
 from beam_shards.shards.writer import ShardWriter
 from beam_shards.versions.commit import check_write, publish
-from beam_shards.versions.compact import compact
+from beam_shards.versions.compaction import compact
 from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.staging import staged_shards
 

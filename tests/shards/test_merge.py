@@ -23,7 +23,7 @@ from beam_shards.read.backend import ArrowBackend
 from beam_shards.shards import merge
 from beam_shards.shards.merge import is_small, plan_bins
 from beam_shards.shards.writer import ShardWriter
-from beam_shards.versions.compact import compact
+from beam_shards.versions.compaction import compact
 
 from _paths import SCRIPTS
 from _reliability import assert_clean_cache

@@ -159,7 +159,7 @@ def test_an_open_and_its_first_row_make_three_metadata_requests_whatever_the_his
 
 
 def test_verify_on_a_store_checks_shards_concurrently(faulty_s3, monkeypatch):
-    verifying = importlib.import_module("beam_shards.versions.verify")  # the face names the function verify
+    verifying = importlib.import_module("beam_shards.versions.verification")
 
     store, _ = faulty_s3
     path = _cache(store)
