@@ -142,10 +142,9 @@ sys.exit(1 if errors else 0)
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("seed", range(3))
-def test_threads_importing_every_module_at_once_all_succeed(seed):
+def test_threads_importing_every_module_at_once_all_succeed():
     names = sorted(MODULES)
-    random.Random(seed).shuffle(names)
+    random.Random(0).shuffle(names)  # any order failed before the faces were lazy
     run = subprocess.run([sys.executable, "-c", _RACE, *names], capture_output=True, text=True, timeout=200,
                          cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
