@@ -214,10 +214,12 @@ class ArrowBackend:
         Opens each shard once, in shard order, and reads each batch once. Rows are routed
         by one search over the first rows of every batch of the shards touched.
         """
-        shard_ids = np.unique(self._shards.shard_ids(idx)).tolist()
+        # A fixed cost of each read: a batch of a mixture pays it once per source, so a one-shard
+        # cache skips the shard search and a one-shard read the concatenation.
+        shard_ids = [0] if len(self._shards) == 1 else np.unique(self._shards.shard_ids(idx)).tolist()
         shards = [self._shard(shard_id) for shard_id in shard_ids]
-        firsts = np.concatenate([shard.firsts for shard in shards])
-        slot = np.searchsorted(firsts, idx, side="right") - 1
+        firsts = shards[0].firsts if len(shards) == 1 else np.concatenate([shard.firsts for shard in shards])
+        slot = firsts.searchsorted(idx, side="right") - 1
         positions = idx - firsts[slot]
         used = np.flatnonzero(np.bincount(slot, minlength=len(firsts)))
         which = np.empty(len(firsts), dtype=np.int64)
