@@ -47,7 +47,7 @@ class SourceStreams:
     def rows(self, stream: np.ndarray, sources: np.ndarray) -> np.ndarray:
         """The rows (int64) at positions `stream` (int64, >= 0) of the streams of `sources` (one each)."""
         lengths, keys, widths, heights = self._table.take(sources, axis=1)
-        passes, within = np.divmod(stream.astype(np.uint64), lengths)
+        passes, within = np.divmod(stream.view(np.uint64), lengths)  # as they are: no position is negative
         keys = _mix(passes ^ keys)
         rows = _feistel_array(within, keys, widths, heights)
         outside = np.flatnonzero(rows >= lengths)
@@ -56,7 +56,7 @@ class SourceStreams:
             outside = outside[rows[outside] >= lengths[outside]]
         for at in outside.tolist():
             rows[at] = _walk(int(rows[at]), int(keys[at]), int(widths[at]), int(heights[at]), int(lengths[at]))
-        return rows.astype(np.int64)
+        return rows.view(np.int64)
 
     def row(self, position: int, source: int) -> int:
         """`rows` of one position of one source, in Python ints (a numpy call costs more than this)."""
