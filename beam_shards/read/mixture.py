@@ -156,25 +156,26 @@ class Mixture:
                                       self._epoch_size)
         sources, occurrences = self._slots.many(positions)
         rows = self._streams.rows(stream_positions(epochs, occurrences, sources, self._stream_table), sources)
+        found: list[Any] = [None] * len(rows)
         if len(self._sources) == 1:
-            return self._named(self._sources[0]._read_positions(rows), 0)
+            self._place(self._sources[0]._read_positions(rows), 0, range(len(rows)), found)
+            return found
         order = sources.argsort(kind="stable")  # each source's indices together, in their order
-        rows = rows.take(order)
+        rows, places = rows.take(order), order.tolist()
         ends = np.bincount(sources, minlength=len(self._sources)).cumsum().tolist()
-        found: list[Any] = []
         for source, (start, end) in enumerate(zip([0, *ends], ends)):
             if start < end:
-                found += self._named(self._sources[source]._read_positions(rows[start:end]), source)
-        return list(map(found.__getitem__, order.argsort().tolist()))
+                self._place(self._sources[source]._read_positions(rows[start:end]), source, places[start:end], found)
+        return found
 
-    def _named(self, rows: list[Any], source: int) -> list[dict[str, Any]]:
-        """`rows` of source `source`, each with its name in the source column."""
+    def _place(self, rows: list[Any], source: int, places: Sequence[int], found: list[Any]) -> None:
+        """Puts `rows` of source `source` at `places` of `found`, each with its name in the source column."""
         if rows and not isinstance(rows[0], dict):
             raise self._refused(rows[0], source)
         name, column = self._names[source], self._source_column
-        for row in rows:
+        for place, row in zip(places, rows):
             row[column] = name
-        return rows
+            found[place] = row
 
     def _refused(self, row: Any, source: int) -> TypeError:
         return TypeError(f"source {self._names[source]!r} gives rows of type {type(row).__name__}; "
