@@ -99,6 +99,9 @@ class Mixture:
         self._counts_list = apportion(self._weights, self._epoch_size)
         self._slots = EpochSlots(self._counts_list)
         self._stream_table = stream_table(self._counts_list, self._lengths)
+        # Every source repeated, and the slots periodic: a source's k-th row of epoch e is its stream's
+        # position e * count + k, the occurrence the slots give index e * epoch_size + p itself.
+        self._continuous = self._slots.periodic and all(c > n for c, n in zip(self._counts_list, self._lengths))
         self._streams = SourceStreams(self._lengths, self._seed)
 
     @property
@@ -137,9 +140,12 @@ class Mixture:
 
     def _row(self, index: int) -> dict[str, Any]:
         """The row at `index` (0 <= index < 2^62)."""
-        epoch, position = divmod(index, self._epoch_size)
-        source, occurrence = self._slots.one(position)
-        position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
+        if self._continuous:
+            source, position = self._slots.one(index)
+        else:
+            epoch, position = divmod(index, self._epoch_size)
+            source, occurrence = self._slots.one(position)
+            position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
         row = self._sources[source]._read_position(self._streams.row(position, source))
         if not isinstance(row, dict):
             raise self._refused(row, source)
@@ -152,10 +158,14 @@ class Mixture:
         A batch's fixed cost is paid by each source's fetch, so the rows the plan computed
         (in range by construction) are read without their indices checked again.
         """
-        epochs, positions = np.divmod(check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT),
-                                      self._epoch_size)
-        sources, occurrences = self._slots.many(positions)
-        rows = self._streams.rows(stream_positions(epochs, occurrences, sources, self._stream_table), sources)
+        indices = check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT)
+        if self._continuous:
+            sources, stream = self._slots.many(indices)
+        else:
+            epochs, positions = np.divmod(indices, self._epoch_size)
+            sources, occurrences = self._slots.many(positions)
+            stream = stream_positions(epochs, occurrences, sources, self._stream_table)
+        rows = self._streams.rows(stream, sources)
         found: list[Any] = [None] * len(rows)
         if len(self._sources) == 1:
             self._place(self._sources[0]._read_positions(rows), 0, range(len(rows)), found)

@@ -146,6 +146,12 @@ class EpochSlots:
             self._sources_list, self._occurrences_list = sources.tolist(), occurrences.tolist()
             self._shifts_list = self._shifts.tolist()
 
+    @property
+    def periodic(self) -> bool:
+        """Whether a period is kept: then positions may lie in later epochs too, position
+        e * epoch_size + p giving occurrence e * counts[s] + k where p gives k."""
+        return self._period <= _PERIOD_LIMIT
+
     def many(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`slots(positions, counts)`."""
         if self._period > _PERIOD_LIMIT:
