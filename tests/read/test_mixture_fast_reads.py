@@ -22,10 +22,12 @@ def caches(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("weights, epoch_size, seed, indices, expected", [
-    # a long period (37 positions, searched) and later epochs up to 2^61
+    # slots kept as a table of one period (the whole epoch), a subsampled source, epochs up to 2^61
     ([0.5, 0.3, 0.2], 37, 3, [0, 1, 5, 36, 37, 1000, 37 * 10**6 + 5, 2**61 + 3], [7, 118, 104, 8, 1, 109, 114, 202]),
-    # a period of 5 positions, kept as a table
+    # a period of 5 positions and every source repeated: an index is its source's stream position
     ([0.6, 0.4], 10**8, 0, [0, 1, 7, 10**8 - 1, 3 * 10**8 + 12345, 2**61 + 3], [5, 117, 9, 1, 2, 5]),
+    # a period past the table's (counts 5001, 3000, 2000 share no factor): searched
+    ([0.5, 0.3, 0.2], 10001, 11, [0, 1, 4097, 10000, 10001, 123456789, 2**61 + 3], [7, 116, 202, 9, 1, 112, 5]),
 ])
 def test_a_seed_and_epoch_give_the_rows_they_gave(caches, weights, epoch_size, seed, indices, expected):
     mixture = Mixture(dict(zip(caches.values(), weights)), epoch_size=epoch_size, seed=seed)

@@ -42,3 +42,16 @@ def test_a_batchs_stream_positions_are_each_ones():
     got = stream_positions(epochs, occurrences, sources, stream_table(counts, lengths))
     assert got.tolist() == [stream_position(e, o, counts[s], lengths[s])
                             for e, o, s in zip(epochs.tolist(), occurrences.tolist(), sources.tolist())]
+
+
+def test_a_period_table_continues_into_later_epochs():
+    counts = [6, 4, 2]
+    table, total = EpochSlots(counts), sum(counts)
+    assert table.periodic and not EpochSlots([10**6 + 1, 10**6]).periodic
+    positions = np.arange(total)
+    sources, occurrences = slots(positions, np.array(counts))
+    for epoch in (1, 7, 10**12):
+        later = table.many(positions + epoch * total)
+        assert later[0].tolist() == sources.tolist()
+        assert later[1].tolist() == (occurrences + epoch * np.array(counts)[sources]).tolist()
+        assert table.one(epoch * total + 5) == (int(sources[5]), int(occurrences[5]) + epoch * counts[sources[5]])
