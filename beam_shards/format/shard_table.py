@@ -291,6 +291,8 @@ class ShardTable(Sequence[ShardInfo]):
 
     def shard_ids(self, rows: np.ndarray) -> np.ndarray:
         """The shard holding each of `rows` (int64, in range)."""
+        if len(self.refs) == 1:  # most versions: one table, whose row starts are the version's
+            return self._segment(0).starts.searchsorted(rows, side="right") - 1
         ks = np.searchsorted(self._first_rows, rows, side="right") - 1
         ids = np.empty(len(rows), dtype=np.int64)
         for k in np.unique(ks).tolist():

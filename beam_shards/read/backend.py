@@ -194,7 +194,7 @@ class ArrowBackend:
         if len(idx) > 1 and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
             return self.slice(int(idx[0]), len(idx))
         batches, which, positions = self._route(idx)
-        arrow = [batch.batch for batch in batches]
+        arrow = [None if batch is None else batch.batch for batch in batches]
         pieces = list(map(pa.RecordBatch.slice, map(arrow.__getitem__, which), positions, itertools.repeat(1)))
         # Without a schema to check against, the batches of one shard share theirs and compare by identity.
         table = pa.Table.from_batches(pieces)
@@ -205,33 +205,36 @@ class ArrowBackend:
         if len(indices) == 0:
             return []
         batches, which, positions = self._route(indices)
-        readers = [batch.readers(self.features, image_mode, columns) for batch in batches]
+        readers = [None if batch is None else batch.readers(self.features, image_mode, columns) for batch in batches]
         return [{name: read(p) for name, read in readers[w]} for w, p in zip(which, positions)]
 
-    def _route(self, idx: np.ndarray) -> tuple[list[CachedBatch], list[int], list[int]]:
-        """The batches holding rows `idx`, and for each row the batch (an index into them) and its position there.
+    def _route(self, idx: np.ndarray) -> tuple[list[CachedBatch | None], list[int], list[int]]:
+        """The batches of the shards holding rows `idx` (None for those no row is in), and for each row
+        the batch (an index into them) and its position there.
 
         Opens each shard once, in shard order, and reads each batch once. Rows are routed
         by one search over the first rows of every batch of the shards touched.
         """
-        shard_ids = np.unique(self._shards.shard_ids(idx)).tolist()
+        # A fixed cost of each read: a batch of a mixture pays it once per source, so a one-shard
+        # cache skips the shard search and a one-shard read the concatenation.
+        shard_ids = [0] if len(self._shards) == 1 else np.unique(self._shards.shard_ids(idx)).tolist()
         shards = [self._shard(shard_id) for shard_id in shard_ids]
-        firsts = np.concatenate([shard.firsts for shard in shards])
-        slot = np.searchsorted(firsts, idx, side="right") - 1
-        positions = idx - firsts[slot]
-        used = np.flatnonzero(np.bincount(slot, minlength=len(firsts)))
-        which = np.empty(len(firsts), dtype=np.int64)
-        which[used] = np.arange(len(used))
-        slots = used.tolist()
+        firsts = shards[0].firsts if len(shards) == 1 else np.concatenate([shard.firsts for shard in shards])
+        slot = firsts.searchsorted(idx, side="right") - 1
+        positions = (idx - firsts[slot]).tolist()
+        used = np.flatnonzero(np.bincount(slot, minlength=len(firsts))).tolist()
         # Batches of mapped shards read before are picked up as they are; one not read yet, or of a
         # resident shard (its LRU marks it used), goes through `_batch`.
         read = [batch for shard in shards for batch in shard.batches]
-        batches = [read[s] for s in slots]
-        if None in batches or any(shard.resident for shard in shards):
+        batches: list[CachedBatch | None] = [None] * len(read)
+        for s in used:
+            batches[s] = read[s]
+        if any(batches[s] is None for s in used) or any(shard.resident for shard in shards):
             bases = np.cumsum([0] + [len(shard.batches) for shard in shards])
             owners = (np.searchsorted(bases, used, side="right") - 1).tolist()
-            batches = [self._batch(shard_ids[k], shards[k], s - int(bases[k])) for k, s in zip(owners, slots)]
-        return batches, which[slot].tolist(), positions.tolist()
+            for k, s in zip(owners, used):
+                batches[s] = self._batch(shard_ids[k], shards[k], s - int(bases[k]))
+        return batches, slot.tolist(), positions
 
     def slice(self, start: int, length: int) -> pa.Table:
         """Rows `start` to `start + length` (clipped at the end), reading only their batches.

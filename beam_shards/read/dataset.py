@@ -139,13 +139,20 @@ class ShardedDataset:
         if isinstance(index, slice):
             return self._view(self._indices[check_slice(index)])
         if isinstance(index, (int, np.integer)):
-            return self._read(int(self._indices[check_index(index, len(self), "dataset")]))
+            return self._read_position(check_index(index, len(self), "dataset"))
         return self.__getitems__(index)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         """The examples at `indices` (torch's batched fetch)."""
-        rows = self._backend.read_rows(self._global(check_indices(indices, len(self), "dataset")), self._image_mode,
-                                       self._columns)
+        return self._read_positions(check_indices(indices, len(self), "dataset"))
+
+    def _read_position(self, position: int) -> Any:
+        """The example at `position` (in range: not checked again, as a `Mixture`'s are not)."""
+        return self._read(int(self._indices[position]))
+
+    def _read_positions(self, positions: np.ndarray) -> list[Any]:
+        """The examples at `positions` (int64, in range: not checked again, as a `Mixture`'s are not)."""
+        rows = self._backend.read_rows(self._global(positions), self._image_mode, self._columns)
         if self._array_columns:
             rows = [self._made_writable(row) for row in rows]
         return rows if self._transform is None else [self._transform(row) for row in rows]
@@ -187,7 +194,7 @@ class ShardedDataset:
     def _global(self, positions: np.ndarray) -> np.ndarray:
         if isinstance(self._indices, range):
             r = self._indices
-            return r.start + positions * r.step
+            return positions if r.start == 0 and r.step == 1 else r.start + positions * r.step
         return self._indices[positions]
 
     def _read(self, index: int) -> Any:

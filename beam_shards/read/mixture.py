@@ -12,7 +12,7 @@ from beam_shards.errors import SchemaMismatchError
 from beam_shards.features import Features, Value
 from beam_shards.read.dataset import ShardedDataset
 from beam_shards.read.indexing import check_index, check_indices, check_slice
-from beam_shards.read.mixture_plan import apportion, slot, slots, stream_position, stream_positions
+from beam_shards.read.mixture_plan import EpochSlots, apportion, stream_position, stream_positions, stream_table
 from beam_shards.read.mixture_streams import SourceStreams
 from beam_shards.read.row_identity import mixture_name
 from beam_shards.read.saved_state import is_int
@@ -97,8 +97,11 @@ class Mixture:
         self._epoch_size = _count(sum(self._lengths) if epoch_size is None else epoch_size, "epoch_size", 1, _LIMIT)
         self._seed = _count(seed, "seed", 0, _MAX_SEED)
         self._counts_list = apportion(self._weights, self._epoch_size)
-        self._counts = np.array(self._counts_list, dtype=np.int64)
-        self._lengths_array = np.array(self._lengths, dtype=np.int64)
+        self._slots = EpochSlots(self._counts_list)
+        self._stream_table = stream_table(self._counts_list, self._lengths)
+        # Every source repeated, and the slots periodic: a source's k-th row of epoch e is its stream's
+        # position e * count + k, the occurrence the slots give index e * epoch_size + p itself.
+        self._continuous = self._slots.periodic and all(c > n for c, n in zip(self._counts_list, self._lengths))
         self._streams = SourceStreams(self._lengths, self._seed)
 
     @property
@@ -137,38 +140,56 @@ class Mixture:
 
     def _row(self, index: int) -> dict[str, Any]:
         """The row at `index` (0 <= index < 2^62)."""
-        epoch, position = divmod(index, self._epoch_size)
-        source, occurrence = slot(position, self._counts_list)
-        position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
-        row = self._sources[source][self._streams.row(position, source)]
-        return self._named([row], source)[0]
+        if self._continuous:
+            source, position = self._slots.one(index)
+        else:
+            epoch, position = divmod(index, self._epoch_size)
+            source, occurrence = self._slots.one(position)
+            position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
+        row = self._sources[source]._read_position(self._streams.row(position, source))
+        if not isinstance(row, dict):
+            raise self._refused(row, source)
+        row[self._source_column] = self._names[source]
+        return row
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
-        """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own."""
-        epochs, positions = np.divmod(check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT),
-                                      self._epoch_size)
-        sources, occurrences = slots(positions, self._counts)
-        rows = self._streams.rows(stream_positions(epochs, occurrences, self._counts[sources],
-                                                   self._lengths_array[sources]), sources)
-        order = np.argsort(sources, kind="stable")  # each source's indices together, in their order
-        ends = np.cumsum(np.bincount(sources, minlength=len(self._sources))).tolist()
-        found: list[Any] = []
+        """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own.
+
+        A batch's fixed cost is paid by each source's fetch, so the rows the plan computed
+        (in range by construction) are read without their indices checked again.
+        """
+        indices = check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT)
+        if self._continuous:
+            sources, stream = self._slots.many(indices)
+        else:
+            epochs, positions = np.divmod(indices, self._epoch_size)
+            sources, occurrences = self._slots.many(positions)
+            stream = stream_positions(epochs, occurrences, sources, self._stream_table)
+        rows = self._streams.rows(stream, sources)
+        found: list[Any] = [None] * len(rows)
+        if len(self._sources) == 1:
+            self._place(self._sources[0]._read_positions(rows), 0, range(len(rows)), found)
+            return found
+        order = sources.argsort(kind="stable")  # each source's indices together, in their order
+        rows, places = rows.take(order), order.tolist()
+        ends = np.bincount(sources, minlength=len(self._sources)).cumsum().tolist()
         for source, (start, end) in enumerate(zip([0, *ends], ends)):
             if start < end:
-                found += self._named(self._sources[source].__getitems__(rows[order[start:end]]), source)
-        places = np.empty_like(order)
-        places[order] = np.arange(len(order))
-        return [found[place] for place in places.tolist()]
+                self._place(self._sources[source]._read_positions(rows[start:end]), source, places[start:end], found)
+        return found
 
-    def _named(self, rows: list[Any], source: int) -> list[dict[str, Any]]:
-        """`rows` of source `source`, each with its name in the source column."""
-        if not isinstance(rows[0], dict):
-            raise TypeError(f"source {self._names[source]!r} gives rows of type {type(rows[0]).__name__}; "
-                            "a mixture's sources give dicts (a transform must return one)")
+    def _place(self, rows: list[Any], source: int, places: Sequence[int], found: list[Any]) -> None:
+        """Puts `rows` of source `source` at `places` of `found`, each with its name in the source column."""
+        if rows and not isinstance(rows[0], dict):
+            raise self._refused(rows[0], source)
         name, column = self._names[source], self._source_column
-        for row in rows:
+        for place, row in zip(places, rows):
             row[column] = name
-        return rows
+            found[place] = row
+
+    def _refused(self, row: Any, source: int) -> TypeError:
+        return TypeError(f"source {self._names[source]!r} gives rows of type {type(row).__name__}; "
+                         "a mixture's sources give dicts (a transform must return one)")
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         """The rows at `indices` (Grain's batched fetch)."""

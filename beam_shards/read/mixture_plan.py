@@ -26,6 +26,10 @@ import numpy as np
 
 # Up to here, a key count's product (x + 1) * 2 * count fits int64; past it, Python ints count.
 _INT64_TOTAL = 1 << 31
+# A repeated source's epochs per pass in `stream_table`: past every epoch (indices stay below 2^62).
+_ONE_PASS = 1 << 62
+# Epochs whose slots repeat within this many positions keep one period of them as a table.
+_PERIOD_LIMIT = 1 << 12
 
 
 def apportion(weights: Sequence[float], total: int) -> list[int]:
@@ -49,13 +53,24 @@ def stream_position(epoch: int, occurrence: int, count: int, length: int) -> int
     return epoch * count + occurrence
 
 
-def stream_positions(epochs: np.ndarray, occurrences: np.ndarray, counts: np.ndarray,
-                     lengths: np.ndarray) -> np.ndarray:
-    """`stream_position` of each (epoch, occurrence, count, length), on int64 arrays."""
-    subsampled = counts <= lengths
-    per_pass = np.where(subsampled, lengths // np.maximum(counts, 1), 1)
-    return np.where(subsampled, epochs // per_pass * lengths + epochs % per_pass * counts,
-                    epochs * counts) + occurrences
+def stream_table(counts: Sequence[int], lengths: Sequence[int]) -> np.ndarray:
+    """The (epochs per pass, length, count) of each source, as `stream_positions` reads them (int64,
+    3 x sources): a repeated source's epochs per pass are past any epoch, so one formula serves both kinds."""
+    per_pass = [length // count if 0 < count <= length else _ONE_PASS for count, length in zip(counts, lengths)]
+    return np.array([per_pass, list(lengths), list(counts)], dtype=np.int64)
+
+
+def stream_positions(epochs: np.ndarray, occurrences: np.ndarray, sources: np.ndarray,
+                     table: np.ndarray) -> np.ndarray:
+    """`stream_position` of each (epoch, occurrence) of source `sources` (int64 arrays; `table` is
+    `stream_table`'s), in a few numpy steps: each costs a batch of a mixture more than its elements do."""
+    per_pass, lengths, counts = table.take(sources, axis=1)
+    passes, within = np.divmod(epochs, per_pass)
+    passes *= lengths
+    within *= counts
+    passes += within
+    passes += occurrences
+    return passes
 
 
 def slots(positions: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,3 +122,50 @@ def _keys_up_to(x, count, total: int):
     """How many of a source's `count` keys are at or before position x (-1 <= x < total; outside, a
     count that still grows with x); with arrays, a table of them."""
     return ((x + 1) * (2 * count) + (total - 1)) // (2 * total)
+
+
+class EpochSlots:
+    """`slots` and `slot` of one epoch's `counts`, by table when the epoch is periodic in short periods.
+
+    Source s's keys repeat every epoch_size / g positions, g = gcd(counts), shifted by
+    counts[s] / g occurrences (key k + counts[s] / g is key k's position + epoch_size / g),
+    so the slots of one period give every position's. Round weights and epoch sizes
+    make short periods (0.6 and 0.4 of 10^8 repeat every 5 positions); when the period
+    is longer than `_PERIOD_LIMIT`, positions are searched for as `slots` does.
+    """
+
+    def __init__(self, counts: Sequence[int]):
+        self._counts = list(counts)
+        self._array = np.array(self._counts, dtype=np.int64)
+        share = math.gcd(*self._counts)
+        self._period = sum(self._counts) // share
+        if self._period <= _PERIOD_LIMIT:
+            sources, occurrences = slots(np.arange(self._period), self._array)
+            self._sources, self._occurrences = sources, occurrences
+            self._shifts = self._array // share
+            self._sources_list, self._occurrences_list = sources.tolist(), occurrences.tolist()
+            self._shifts_list = self._shifts.tolist()
+
+    @property
+    def periodic(self) -> bool:
+        """Whether a period is kept: then positions may lie in later epochs too, position
+        e * epoch_size + p giving occurrence e * counts[s] + k where p gives k."""
+        return self._period <= _PERIOD_LIMIT
+
+    def many(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`slots(positions, counts)`."""
+        if self._period > _PERIOD_LIMIT:
+            return slots(positions, self._array)
+        periods, within = np.divmod(positions, self._period)
+        sources = self._sources.take(within)
+        periods *= self._shifts.take(sources)
+        periods += self._occurrences.take(within)
+        return sources, periods
+
+    def one(self, position: int) -> tuple[int, int]:
+        """`slot(position, counts)`."""
+        if self._period > _PERIOD_LIMIT:
+            return slot(position, self._counts)
+        period, within = divmod(position, self._period)
+        source = self._sources_list[within]
+        return source, self._occurrences_list[within] + period * self._shifts_list[source]

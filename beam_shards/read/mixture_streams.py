@@ -22,8 +22,9 @@ _MASK64 = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
 _ROUND_ODDS = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD)
 _SHIFT = 33  # a hash is its product's top 31 bits
-# The same numbers as numpy scalars: a Python int operand costs a uint64 array step more than one
-_NP = {number: np.uint64(number) for number in (*_ROUND_ODDS, _SHIFT, _GAMMA, 30, 27, 31)}
+# The same numbers as 0-d uint64 arrays: numpy steps an array with one of those faster than with a
+# Python int or a numpy scalar (a batch of a mixture pays each step, whatever its size)
+_NP = {number: np.array(number, dtype=np.uint64) for number in (*_ROUND_ODDS, _SHIFT, _GAMMA, 30, 27, 31)}
 _SPREAD = 1024  # grid widths tried on either side of sqrt(L)
 _SCALAR_WALKS = 8  # walks left to Python ints once this few remain: a numpy step costs more than one
 
@@ -46,16 +47,16 @@ class SourceStreams:
     def rows(self, stream: np.ndarray, sources: np.ndarray) -> np.ndarray:
         """The rows (int64) at positions `stream` (int64, >= 0) of the streams of `sources` (one each)."""
         lengths, keys, widths, heights = self._table.take(sources, axis=1)
-        passes, within = np.divmod(stream.astype(np.uint64), lengths)
-        keys = _mix(keys ^ passes)
-        rows = _feistel(within, keys, widths, heights)
+        passes, within = np.divmod(stream.view(np.uint64), lengths)  # as they are: no position is negative
+        keys = _mix(passes ^ keys)
+        rows = _feistel_array(within, keys, widths, heights)
         outside = np.flatnonzero(rows >= lengths)
         while len(outside) > _SCALAR_WALKS:
-            rows[outside] = _feistel(rows[outside], keys[outside], widths[outside], heights[outside])
+            rows[outside] = _feistel_array(rows[outside], keys[outside], widths[outside], heights[outside])
             outside = outside[rows[outside] >= lengths[outside]]
         for at in outside.tolist():
             rows[at] = _walk(int(rows[at]), int(keys[at]), int(widths[at]), int(heights[at]), int(lengths[at]))
-        return rows.astype(np.int64)
+        return rows.view(np.int64)
 
     def row(self, position: int, source: int) -> int:
         """`rows` of one position of one source, in Python ints (a numpy call costs more than this)."""
@@ -63,7 +64,8 @@ class SourceStreams:
         number, within = divmod(position, length)
         width, height = self._grids[source]
         key = _mix(self._keys[source] ^ number)
-        return _walk(_feistel(within, key, width, height), key, width, height, length)
+        value = _feistel(within, key, width, height)
+        return value if value < length else _walk(value, key, width, height, length)
 
 
 def _grid(length: int) -> tuple[int, int]:
@@ -84,25 +86,33 @@ def _walk(value: int, key: int, width: int, height: int, length: int) -> int:
     return value
 
 
-def _feistel(values, keys, widths, heights):
-    """A keyed permutation of 0 .. a * b - 1 (Python ints or uint64 arrays): each value as a cell
-    (x, y) of an a x b grid; rounds add a keyed hash of y to x (mod a), then of x to y (mod b), each
-    a bijection of the grid."""
-    x, y = divmod(values, heights)
+def _feistel(value: int, key: int, width: int, height: int) -> int:
+    """A keyed permutation of 0 .. a * b - 1: the value as a cell (x, y) of an a x b grid; rounds add
+    a keyed hash of y to x (mod a), then of x to y (mod b), each a bijection of the grid. A hash is
+    the top bits of a 64-bit product (below 2^31), which depend on all of the coordinate's."""
+    x, y = divmod(value, height)
+    odd0, odd1, odd2, odd3 = _ROUND_ODDS
+    x = (x + ((((y ^ key) * odd0) & _MASK64) >> _SHIFT)) % width
+    y = (y + ((((x ^ key) * odd1) & _MASK64) >> _SHIFT)) % height
+    x = (x + ((((y ^ key) * odd2) & _MASK64) >> _SHIFT)) % width
+    y = (y + ((((x ^ key) * odd3) & _MASK64) >> _SHIFT)) % height
+    return x * height + y
+
+
+def _feistel_array(values: np.ndarray, keys: np.ndarray, widths: np.ndarray, heights: np.ndarray) -> np.ndarray:
+    """`_feistel` of uint64 arrays, in place where it can be: a batch of a mixture pays each numpy
+    step, whatever its size."""
+    x, y = np.divmod(values, heights)
+    hashed = np.empty_like(x)
     for number, odd in enumerate(_ROUND_ODDS):
-        if number % 2:
-            y = (y + _hash(x, keys, odd)) % heights
-        else:
-            x = (x + _hash(y, keys, odd)) % widths
-    return x * heights + y
-
-
-def _hash(values, keys, odd: int):
-    """A keyed hash of grid coordinates, below 2^31: the top bits of a 64-bit product, which depend on
-    all of the value's."""
-    if isinstance(values, int):
-        return (((values ^ keys) * odd) & _MASK64) >> _SHIFT
-    return ((values ^ keys) * _NP[odd]) >> _NP[_SHIFT]
+        source, target, modulus = (x, y, heights) if number % 2 else (y, x, widths)
+        np.bitwise_xor(source, keys, out=hashed)
+        np.multiply(hashed, _NP[odd], out=hashed)
+        np.right_shift(hashed, _NP[_SHIFT], out=hashed)
+        np.add(target, hashed, out=target)
+        np.remainder(target, modulus, out=target)
+    np.multiply(x, heights, out=x)
+    return np.add(x, y, out=x)
 
 
 def _mix(value):
@@ -113,7 +123,10 @@ def _mix(value):
         value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
         value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
         return value ^ (value >> 31)
-    value = value + _NP[_GAMMA]
-    value = (value ^ (value >> _NP[30])) * _NP[0xBF58476D1CE4E5B9]
-    value = (value ^ (value >> _NP[27])) * _NP[0x94D049BB133111EB]
-    return value ^ (value >> _NP[31])
+    value = np.add(value, _NP[_GAMMA])  # a new array, stepped in place from here
+    shifted = np.empty_like(value)
+    for shift, odd in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
+        np.bitwise_xor(value, np.right_shift(value, _NP[shift], out=shifted), out=value)
+        if odd is not None:
+            np.multiply(value, _NP[odd], out=value)
+    return value
