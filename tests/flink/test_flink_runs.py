@@ -45,9 +45,10 @@ def demo_on_fnapi(tmp_path_factory) -> list[str]:
     return shard_digests(output)
 
 
-def test_the_demo_on_flink_writes_the_fnapi_runners_bytes(flink_options, demo_on_fnapi, tmp_path):
+def test_the_demo_on_flink_writes_the_fnapi_runners_bytes(flink_local_options, demo_on_fnapi, tmp_path):
+    """On `[local]`; the cluster's run of the demo is `test_flink_s3`'s, which writes it to `s3://`."""
     output = str(tmp_path / "demo")
-    manifest = demo.run([*DEMO, "--output", output, *flink_options])
+    manifest = demo.run([*DEMO, "--output", output, *flink_local_options])
     assert manifest.num_rows == 300 and manifest.num_shards >= 3, manifest
     assert shard_digests(output) == demo_on_fnapi
     _verified(output)
