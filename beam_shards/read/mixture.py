@@ -21,6 +21,11 @@ from beam_shards.read.saved_state import is_int
 _LIMIT = 1 << 62
 _MAX_SEED = (1 << 63) - 1
 _CHUNK = 256  # rows read at once by iteration
+# Reads in order (a sampler without shuffle, iteration) take their plan from a block of this many
+# consecutive indices, planned at once on the block's second read in a row.
+_BLOCK_BITS = 14
+_BLOCK_MASK = (1 << _BLOCK_BITS) - 1
+_NO_BLOCK = (-1, np.zeros(0, np.int64), np.zeros(0, np.int64), [], [])
 
 
 class Mixture:
@@ -103,6 +108,14 @@ class Mixture:
         # position e * count + k, the occurrence the slots give index e * epoch_size + p itself.
         self._continuous = self._slots.periodic and all(c > n for c, n in zip(self._counts_list, self._lengths))
         self._streams = SourceStreams(self._lengths, self._seed)
+        # (block, sources, rows, the same as lists) of the block planned last; one attribute, so a
+        # thread reading it while another plans a block sees one block's plan whole.
+        self._block: tuple[int, np.ndarray, np.ndarray, list[int], list[int]] = _NO_BLOCK
+        self._touched = -1  # the block of the last read
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy (a DataLoader worker's) takes: everything but the planned block."""
+        return {**self.__dict__, "_block": _NO_BLOCK, "_touched": -1}
 
     @property
     def rows_per_epoch(self) -> dict[str, int]:
@@ -140,17 +153,43 @@ class Mixture:
 
     def _row(self, index: int) -> dict[str, Any]:
         """The row at `index` (0 <= index < 2^62)."""
-        if self._continuous:
+        block, _, _, sources, rows = self._block
+        if index >> _BLOCK_BITS == block:
+            source, row = sources[index & _BLOCK_MASK], rows[index & _BLOCK_MASK]
+        elif self._planned_block(index >> _BLOCK_BITS):
+            return self._row(index)
+        elif self._continuous:
             source, position = self._slots.one(index)
+            row = self._streams.row(position, source)
         else:
             epoch, position = divmod(index, self._epoch_size)
             source, occurrence = self._slots.one(position)
             position = stream_position(epoch, occurrence, self._counts_list[source], self._lengths[source])
-        row = self._sources[source]._read_position(self._streams.row(position, source))
-        if not isinstance(row, dict):
-            raise self._refused(row, source)
-        row[self._source_column] = self._names[source]
-        return row
+            row = self._streams.row(position, source)
+        found = self._sources[source]._read_position(row)
+        if not isinstance(found, dict):
+            raise self._refused(found, source)
+        found[self._source_column] = self._names[source]
+        return found
+
+    def _planned_block(self, block: int) -> bool:
+        """Plans `block` whole if the last read was in it too (reads in order), and says whether it did."""
+        if block != self._touched:
+            self._touched = block
+            return False
+        sources, rows = self._plan(np.arange(block << _BLOCK_BITS, (block + 1) << _BLOCK_BITS, dtype=np.int64))
+        self._block = (block, sources, rows, sources.tolist(), rows.tolist())
+        return True
+
+    def _plan(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The source of each of `indices` (in range), and the row of that source it reads."""
+        if self._continuous:
+            sources, stream = self._slots.many(indices)
+        else:
+            epochs, positions = np.divmod(indices, self._epoch_size)
+            sources, occurrences = self._slots.many(positions)
+            stream = stream_positions(epochs, occurrences, sources, self._stream_table)
+        return sources, self._streams.rows(stream, sources)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own.
@@ -159,33 +198,34 @@ class Mixture:
         (in range by construction) are read without their indices checked again.
         """
         indices = check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT)
-        if self._continuous:
-            sources, stream = self._slots.many(indices)
+        block = int(indices[0]) >> _BLOCK_BITS if len(indices) else -1
+        if len(indices) and int(indices.max()) >> _BLOCK_BITS == block and int(indices.min()) >> _BLOCK_BITS == block \
+                and (block == self._block[0] or self._planned_block(block)):
+            _, planned_sources, planned_rows, _, _ = self._block
+            sources, rows = planned_sources[indices & _BLOCK_MASK], planned_rows[indices & _BLOCK_MASK]
         else:
-            epochs, positions = np.divmod(indices, self._epoch_size)
-            sources, occurrences = self._slots.many(positions)
-            stream = stream_positions(epochs, occurrences, sources, self._stream_table)
-        rows = self._streams.rows(stream, sources)
-        found: list[Any] = [None] * len(rows)
+            sources, rows = self._plan(indices)
         if len(self._sources) == 1:
-            self._place(self._sources[0]._read_positions(rows), 0, range(len(rows)), found)
-            return found
+            return self._named(self._sources[0]._read_positions(rows), 0)
         order = sources.argsort(kind="stable")  # each source's indices together, in their order
-        rows, places = rows.take(order), order.tolist()
+        rows = rows.take(order)
         ends = np.bincount(sources, minlength=len(self._sources)).cumsum().tolist()
+        read: list[Any] = []
         for source, (start, end) in enumerate(zip([0, *ends], ends)):
             if start < end:
-                self._place(self._sources[source]._read_positions(rows[start:end]), source, places[start:end], found)
-        return found
+                read += self._named(self._sources[source]._read_positions(rows[start:end]), source)
+        places = np.empty_like(order)
+        places[order] = np.arange(len(order))  # where each index's row is in `read`
+        return [read[place] for place in places.tolist()]
 
-    def _place(self, rows: list[Any], source: int, places: Sequence[int], found: list[Any]) -> None:
-        """Puts `rows` of source `source` at `places` of `found`, each with its name in the source column."""
+    def _named(self, rows: list[Any], source: int) -> list[Any]:
+        """`rows` of source `source`, each with its name in the source column."""
         if rows and not isinstance(rows[0], dict):
             raise self._refused(rows[0], source)
         name, column = self._names[source], self._source_column
-        for place, row in zip(places, rows):
+        for row in rows:
             row[column] = name
-            found[place] = row
+        return rows
 
     def _refused(self, row: Any, source: int) -> TypeError:
         return TypeError(f"source {self._names[source]!r} gives rows of type {type(row).__name__}; "
