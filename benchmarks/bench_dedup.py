@@ -17,7 +17,6 @@ time with dedup to without: the goal is <= 1.5x.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -82,9 +81,7 @@ def child(config: str, pool_dir: str, out: str, num_examples: int, shard_size: i
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    workload.add_arguments(parser, repeats=3)
-    args = workload.parse_or_run_child(parser, CONFIGS, child, argv)
+    args = workload.common_flags_or_run_child(__doc__.splitlines()[0], CONFIGS, child, argv, repeats=3)
     if args is None:
         return
     with workload.workdir(args.workdir) as work:

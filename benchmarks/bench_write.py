@@ -37,7 +37,7 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,14 +138,16 @@ def write_local(config: str, pool: workload.Pool, out: Path, num_examples: int, 
     write_shards(examples, str(out), workload.FEATURES, shard_size_bytes=shard_size, progress=False)
 
 
-def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int, shard_size: int) -> None:
+def run_pipeline(config: str, pool: workload.Pool, out: Path, num_examples: int, shard_size: int,
+                 options: Sequence[str] = ("--runner=FnApiRunner",)) -> None:
+    """Runs configuration `config`'s pipeline with the pipeline `options` (bench_flink.py passes a Flink runner's)."""
     # Beam is imported here, so the raw baseline's process never loads it.
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from beam_shards.beam.sink import WriteToArrowShards
 
-    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+    with beam.Pipeline(options=PipelineOptions(list(options))) as p:
         chunks = p | beam.Create(range(pool.num_chunks(num_examples)))
         if config == "arrow_batched":
             # Batches built as the raw baseline builds them: one Beam element per batch.

@@ -193,6 +193,14 @@ def parse_or_run_child(parser: argparse.ArgumentParser, configs: Sequence[str], 
     return None
 
 
+def common_flags_or_run_child(description: str, configs: Sequence[str], child: Callable[..., Any],
+                              argv: list[str] | None, repeats: int) -> argparse.Namespace | None:
+    """`parse_or_run_child` for a benchmark that takes only the common flags (`add_arguments`)."""
+    parser = argparse.ArgumentParser(description=description)
+    add_arguments(parser, repeats=repeats)
+    return parse_or_run_child(parser, configs, child, argv)
+
+
 @contextlib.contextmanager
 def workdir(path: str | None) -> Iterator[Path]:
     """`path` (created, kept), or a temporary folder removed afterwards."""
