@@ -17,6 +17,7 @@ _LAZY = {
     "row_digests": "beam_shards.shards.row_digest",
     "ShardFile": "beam_shards.shards.shard_file",
     "EncodedRows": "beam_shards.shards.writer",
+    "OnBatch": "beam_shards.shards.writer",
     "ShardWriter": "beam_shards.shards.writer",
     "split_key": "beam_shards.shards.writer",
 }
@@ -25,6 +26,6 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "EncodedRows",
-    "file_overhead", "is_small", "merge_shards", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
+    "file_overhead", "is_small", "merge_shards", "OnBatch", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
     "WriterOptions", "WrittenShard",
 ]
