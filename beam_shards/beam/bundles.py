@@ -4,7 +4,8 @@ Each bundle attempt stages its shards in a folder of its own (`_staging/<write i
 so retried or repeated bundles never collide; a failed attempt removes its files. With
 `on_bad="skip"`, an example that does not fit goes to the `BAD_TAG` output instead (only a
 committed bundle's reach it); with `dedup`, the digest of each row staged goes to the
-`DIGESTS_TAG` output (`staged_dedup`). `BundleWriter` does the writing, without Beam;
+`DIGESTS_TAG` output, and the count of the bundle's own duplicates, left out, to `DROPPED_TAG`
+(`staged_dedup`). `BundleWriter` does the writing, without Beam;
 `WriteBundleFn` is the DoFn around it.
 """
 
@@ -20,13 +21,13 @@ from apache_beam.pvalue import EmptySideInput, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam import counters
-from beam_shards.beam.staged_dedup import DIGESTS_TAG, RowDigester
+from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, RowDigester
 from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.writer import OnBatch, ShardWriter, split_key
+from beam_shards.shards.writer import BatchHook, ShardWriter, split_key
 from beam_shards.storage import fs
 from beam_shards.versions.staging import staged_shards
 
@@ -69,13 +70,13 @@ class BundleWriter:
       options: the shards' sizes, compression and column types.
       skip_bad: dead-letter examples that do not fit instead of raising.
       hidden: columns the caller added to the examples, left out of their dead letters.
-      on_batch: the shard writers' `on_batch` (see `ShardWriter`), if any.
+      hook: the shard writers' `BatchHook`, if any.
     """
 
     def __init__(self, path: str, features: Features, options: WriterOptions, skip_bad: bool = False,
-                 hidden: tuple[str, ...] = (), on_batch: OnBatch | None = None):
+                 hidden: tuple[str, ...] = (), hook: BatchHook | None = None):
         self._layout = CacheLayout(path)
-        self._on_batch = on_batch
+        self._hook = hook
         self._features = features
         self._options = options
         self._skip = skip_bad
@@ -96,7 +97,7 @@ class BundleWriter:
         self.discard()
         self._letters = []
         self._writer = ShardWriter(self._features, staged_shards(self._layout.new_attempt(write_id)), self._options,
-                                   self._skip_bad if self._skip else None, self._on_batch)
+                                   self._skip_bad if self._skip else None, self._hook)
 
     def add(self, example: Any, key: Any) -> None:
         """Adds an example (or a batch of them, or `EncodedRows`) of the started bundle.
@@ -172,8 +173,9 @@ class WriteCounters:
 class WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
     yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
-    with `dedup` ("rows" or a list of columns), each row's `(digest, reference)` goes to the
-    `DIGESTS_TAG` output (`staged_dedup.RowDigester`) as its batch is written.
+    with `dedup` ("rows" or a list of columns), the bundle's own duplicates are left out, and counted
+    in the `DROPPED_TAG` output at its end, and the records of the rows staged (digest and place) go
+    to the `DIGESTS_TAG` output in buckets (`staged_dedup.RowDigester`).
 
     `features` None: they are made when the pipeline runs, and come to `WriteBundleWithIdFn` as a
     side input (the bundle writer is made at the first element)."""
@@ -196,7 +198,7 @@ class WriteBundleFn(beam.DoFn):
     def _new_bundle(self, features: Features) -> BundleWriter:
         if self._dedup is not None:
             self._digester = RowDigester(None if self._dedup == "rows" else list(self._dedup), features)
-        return BundleWriter(self._path, features, self._options, self._skip, on_batch=self._digester)
+        return BundleWriter(self._path, features, self._options, self._skip, hook=self._digester)
 
     def start_bundle(self) -> None:
         # A bundle left unfinished failed after this step (the runner may retry it): drop its files
@@ -204,7 +206,7 @@ class WriteBundleFn(beam.DoFn):
         if self._bundle is not None:
             self._bundle.discard()
         if self._digester is not None:
-            self._digester.take()
+            self._digester.reset()
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
@@ -218,18 +220,23 @@ class WriteBundleFn(beam.DoFn):
         self._bundle.add(example, key)
         return self._tagged()
 
-    def _tagged(self) -> list[TaggedOutput]:
-        """The dead letters and the rows' digests made since the last call, as tagged outputs."""
-        outputs = [TaggedOutput(BAD_TAG, letter) for letter in self._counters.skipped(self._bundle.take_letters())]
+    def _tagged(self, end: bool = False) -> list[TaggedOutput]:
+        """The dead letters and the rows' digests made since the last call, as tagged outputs (digests
+        are held until many are, or the bundle's `end`)."""
+        letters = self._bundle.take_letters()
+        outputs = [TaggedOutput(BAD_TAG, letter) for letter in self._counters.skipped(letters)] if letters else []
         if self._digester is not None:
-            outputs.extend(TaggedOutput(DIGESTS_TAG, digest) for digest in self._digester.take())
+            outputs.extend(TaggedOutput(DIGESTS_TAG, records) for records in self._digester.take(end))
         return outputs
 
     def finish_bundle(self):
         if self._bundle is None or not self._bundle.started:
             return
         shards = self._bundle.finish()
-        for output in self._tagged():
+        outputs = self._tagged(end=True)
+        if self._digester is not None and self._digester.dropped:
+            outputs.append(TaggedOutput(DROPPED_TAG, self._digester.dropped))
+        for output in outputs:
             yield TaggedOutput(output.tag, window.GlobalWindows.windowed_value(output.value))
         self._counters.written(shards)
         for shard in shards:

@@ -12,9 +12,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   `on_bad="skip"`, an example that does not fit goes to a tagged output instead (only
   a committed bundle's reach it). Only the shards of committed bundles travel on,
   through a shuffle that makes the list stable.
-- dedup (with `dedup`): the write step also digests each row it stages, the digests are
-  shuffled, and the staged shards that hold duplicates are copied without them
-  (`staged_dedup.py`), before the merge.
+- dedup (with `dedup`): the write step also digests each row, leaving out the bundle's own
+  duplicates, the digests of the rows staged are shuffled, and the staged shards that hold
+  duplicates of other bundles' rows are copied without them (`staged_dedup.py`), before the
+  merge.
 - merge: so that shard sizes do not follow the runner's bundles, one step plans bins
   of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
   reshuffle spreads the bins over workers, and each bin's record batches are copied
@@ -48,7 +49,7 @@ from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.dedup import DropDuplicates
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
-from beam_shards.beam.staged_dedup import DIGESTS_TAG, DropStagedDuplicates, dedup_columns
+from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, DropStagedDuplicates, dedup_columns
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
@@ -242,7 +243,7 @@ class WriteToArrowShards(beam.PTransform):
         in key order under `deterministic=True` (`dedup.py`: it costs a shuffle of the rows by
         their digest) and any one otherwise (`staged_dedup.py`: it costs a shuffle of 32 bytes
         a row, a digest and where the row is staged, and a copy of the staged shards that hold
-        duplicates); memory per worker is bounded whatever the number of distinct rows. The count dropped is in the version's metadata (and the
+        duplicates of another bundle's rows); memory per worker is bounded whatever the number of distinct rows. The count dropped is in the version's metadata (and the
         returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
 
     Returns (from `expand`):
@@ -342,10 +343,10 @@ class WriteToArrowShards(beam.PTransform):
                                AsSingleton(write_id), *side)
         else:  # no side input: Beam's faster invoker
             write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad, dedup))
-        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, DIGESTS_TAG, main="shards")
+        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, DIGESTS_TAG, DROPPED_TAG, main="shards")
         shards, write_ids, dropped = written.shards, None, None
         if dedup is not None:
-            shards, write_ids, dropped = ((shards, written[DIGESTS_TAG])
+            shards, write_ids, dropped = ((shards, written[DIGESTS_TAG], written[DROPPED_TAG])
                                           | "Dedup" >> DropStagedDuplicates(self._path, given_features, options, side))
         plan = functools.partial(_plan_merge, options=options)
         staged, merged = merge_small_shards(shards, plan, self._path, features, options)

@@ -2,24 +2,29 @@
 shards: only digests of rows cross a shuffle, never the rows.
 
 - digest: the write step stages its shards as without dedup and digests each record batch
-  as it writes it (`RowDigester`, the shard writer's `on_batch`; `shards.row_digest`). Each
-  row goes on as `(digest, reference)` of 16 bytes each, the reference 8 bytes of blake2b of
-  its staged shard's path and then its row in that shard (big-endian: references sort as
-  `(shard, row)`).
-- decide: grouped by digest, the row of the smallest reference is kept and every other is a
-  duplicate, `(shard reference, row)`, found as the group streams by (the memory of one
-  reference, whatever the rows of a digest).
+  before it writes it (`RowDigester`, the shard writer's `BatchHook`; `shards.row_digest`).
+  A row of a digest the bundle has written already is left out there and then (counted, as
+  the bundle's, in the `DROPPED_TAG` output). Each row written makes a 32-byte record: its
+  digest, its shard's reference (63 bits of blake2b of the staged path) and its row in that
+  shard. A bundle sends its records on at its end (or every `HELD_RECORDS`) in the
+  `DIGESTS_TAG` output, one element a bucket of digests (their first `BUCKET_BITS` bits):
+  Beam's cost per element, paid for each row, would cost more than the write itself.
+- decide: grouped by bucket, the records are sorted by `(digest, shard, row)` and every row
+  after the first of its digest is a duplicate, sent on as `(shard reference, rows)` for each
+  shard holding some. Memory: a bucket's records, 32 bytes a row over 2**BUCKET_BITS buckets
+  (32 MB a billion rows), whatever the number of distinct rows.
 - drop: the duplicates are grouped with their shard by its reference. A shard holding some
   is copied without them (`merge.merge_shards` with `drop`) into a fresh attempt folder, so a
   retried or repeated copy never collides; one holding none passes through; one holding
   nothing else is left out (its file goes with the staging). Memory: the row numbers of one
   shard's duplicates.
-- count: the duplicates are counted into a PCollection of one int, which finalize takes as
-  a side input (so retried or repeated bundles never count twice).
+- count: these duplicates and those the bundles left out are counted into a PCollection of
+  one int, which finalize takes as a side input (so retried or repeated bundles never count
+  twice).
 
 Retried or repeated bundles stage in folders of their own, so their rows' references differ,
-and only a committed bundle's digests go on, as only its shards do. The shards that remain go
-on to the merge step, so shard sizes come out as without dedup.
+and only a committed bundle's digests and count go on, as only its shards do. The shards that
+remain go on to the merge step, so shard sizes come out as without dedup.
 """
 
 from __future__ import annotations
@@ -36,11 +41,17 @@ from beam_shards.beam import deferred
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
-from beam_shards.shards import WriterOptions, WrittenShard, merge_shards, row_digests
+from beam_shards.shards import DIGEST_NUMBERS, WriterOptions, WrittenShard, merge_shards, row_digests
 from beam_shards.versions.staging import staged_shards
 
-DIGESTS_TAG = "digests"
-_REFERENCE_BYTES = 8
+DIGESTS_TAG, DROPPED_TAG = "digests", "dropped"
+# The most digests a bundle remembers to drop its own duplicates before they are staged.
+SEEN_DIGESTS = 1 << 18
+# Records are shuffled in buckets by their digest's first bits, and sent on every this many.
+BUCKET_BITS = 10
+HELD_RECORDS = 1 << 20
+# The record of a row staged: its digest (`DIGEST_NUMBERS`), its shard's reference and its row in that shard.
+RECORD = np.dtype([("high", "<u8"), ("low", "<u8"), ("shard", "<u8"), ("row", "<u8")])
 _SHARD, _DUPLICATES = "shard", "duplicates"
 
 
@@ -70,14 +81,18 @@ def check_columns(columns: list[str] | None, features: Features) -> None:
                              f"{list(features)}")
 
 
-def shard_reference(path: str) -> bytes:
-    """The 8 bytes that stand for a staged shard in its rows' references."""
-    return hashlib.blake2b(path.encode(), digest_size=_REFERENCE_BYTES).digest()
+def shard_reference(path: str) -> int:
+    """The number (63 bits, so any runner's int coder takes it) that stands for a staged shard in its
+    rows' records."""
+    return int.from_bytes(hashlib.blake2b(path.encode(), digest_size=8).digest(), "big") >> 1
 
 
 class RowDigester:
-    """The `on_batch` of a deduplicating write's shard writer: holds `(digest, reference)` of each
-    row written (see the module) until taken, over `columns` (None: every column).
+    """The `BatchHook` of a deduplicating write's shard writer, over `columns` (None: every column), for
+    one bundle at a time (`reset` between them): `keep` digests each batch and leaves out the rows of
+    a digest this bundle has written already (remembering at most `SEEN_DIGESTS` digests, at about
+    100 bytes each), and `written` holds the record of each row written (see the module) until
+    `take`n; `dropped` counts the rows left out.
 
     Raises:
       FeatureError: a column of `columns` that `features` do not have.
@@ -86,30 +101,66 @@ class RowDigester:
     def __init__(self, columns: list[str] | None, features: Features):
         check_columns(columns, features)
         self._columns = columns
-        self._pending: list[tuple[bytes, bytes]] = []
+        self._capacity = SEEN_DIGESTS
+        self.reset()
 
-    def __call__(self, path: str, first: int, batch: pa.RecordBatch) -> None:
-        shard = shard_reference(path)
-        rows = np.arange(first, first + batch.num_rows, dtype=">u8").tobytes()
-        self._pending.extend(zip(row_digests(batch, self._columns),
-                                 [shard + rows[start:start + 8] for start in range(0, len(rows), 8)]))
+    def reset(self) -> None:
+        """Forgets the bundle so far: what it wrote, held and dropped (as for a failed bundle)."""
+        self._seen: set[bytes] = set()
+        self._kept: list[bytes] = []
+        self._records: list[np.ndarray] = []
+        self._held = 0
+        self.dropped = 0
 
-    def take(self) -> list[tuple[bytes, bytes]]:
-        """The rows digested since the last call (all of them are dropped by a call, as for a failed bundle)."""
-        pending, self._pending = self._pending, []
-        return pending
+    def keep(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        seen, kept, left_out = self._seen, [], []
+        for row, digest in enumerate(row_digests(batch, self._columns)):
+            if digest in seen:
+                left_out.append(row)
+                continue
+            kept.append(digest)
+            if len(seen) < self._capacity:
+                seen.add(digest)
+        self._kept = kept
+        if not left_out:
+            return batch
+        self.dropped += len(left_out)
+        mask = np.ones(batch.num_rows, dtype=bool)
+        mask[left_out] = False
+        return batch.filter(pa.array(mask))
+
+    def written(self, path: str, first: int, batch: pa.RecordBatch) -> None:
+        records = np.empty(batch.num_rows, RECORD)
+        digests = np.frombuffer(b"".join(self._kept), dtype=DIGEST_NUMBERS)
+        records["high"], records["low"] = digests["high"], digests["low"]
+        records["shard"] = shard_reference(path)
+        records["row"] = np.arange(first, first + batch.num_rows)
+        self._records.append(records)
+        self._held += batch.num_rows
+
+    def take(self, end: bool) -> list[tuple[int, bytes]]:
+        """The records held, as `(bucket, records)` pairs, one a bucket (see the module): at the
+        bundle's `end`, or once `HELD_RECORDS` are held; else none."""
+        if not self._held or not end and self._held < HELD_RECORDS:
+            return []
+        records, self._records, self._held = np.concatenate(self._records), [], 0
+        buckets = records["high"] >> np.uint64(64 - BUCKET_BITS)
+        order = np.argsort(buckets, kind="stable")
+        records = records[order]
+        numbers, starts = np.unique(buckets[order], return_index=True)
+        return [(bucket, part.tobytes()) for bucket, part in zip(numbers.tolist(), np.split(records, starts[1:]))]
 
 
-def _duplicates(group: tuple[bytes, Iterable[bytes]]) -> Iterator[tuple[bytes, int]]:
-    """`(shard reference, row)` of each row of a digest but the one of the smallest reference."""
-    kept = None
-    for reference in group[1]:
-        if kept is None:
-            kept = reference
-            continue
-        if reference < kept:
-            kept, reference = reference, kept
-        yield reference[:_REFERENCE_BYTES], int.from_bytes(reference[_REFERENCE_BYTES:], "big")
+def _duplicates(group: tuple[int, Iterable[bytes]]) -> Iterator[tuple[int, bytes]]:
+    """The rows of a bucket's records after the one of the smallest `(shard, row)` of their digest, as
+    `(shard reference, rows)` for each shard holding some, `rows` int64 row numbers as bytes."""
+    records = np.concatenate([np.frombuffer(part, RECORD) for part in group[1]])
+    records = records[np.lexsort((records["row"], records["shard"], records["low"], records["high"]))]
+    later = records[1:][(records["high"][1:] == records["high"][:-1]) & (records["low"][1:] == records["low"][:-1])]
+    later = later[np.argsort(later["shard"], kind="stable")]
+    shards, starts = np.unique(later["shard"], return_index=True)
+    for shard, rows in zip(shards.tolist(), np.split(later["row"], starts[1:])):
+        yield shard, rows.astype(np.int64).tobytes()
 
 
 class _DropRowsFn(beam.DoFn):
@@ -121,15 +172,16 @@ class _DropRowsFn(beam.DoFn):
         self._features = features
         self._options = options
 
-    def process(self, element: tuple[bytes, dict[str, Iterable[Any]]],
+    def process(self, element: tuple[int, dict[str, Iterable[Any]]],
                 features: Features | None = None) -> Iterator[tuple[str, WrittenShard]]:
         reference, grouped = element
         written = list(grouped[_SHARD])
         if len(written) != 1:
-            raise RuntimeError(f"dedup: the duplicate rows of staged shard reference {reference.hex()} belong to "
+            raise RuntimeError(f"dedup: the duplicate rows of staged shard reference {reference:016x} belong to "
                                f"{len(written)} staged shards ({[shard.path for _, shard in written]}); expected one")
         write_id, shard = written[0]
-        rows = np.unique(np.fromiter(grouped[_DUPLICATES], dtype=np.int64))
+        rows = np.unique(np.concatenate([np.zeros(0, np.int64)]
+                                        + [np.frombuffer(part, np.int64) for part in grouped[_DUPLICATES]]))
         if not len(rows):
             yield write_id, shard
         elif len(rows) < shard.num_rows:
@@ -139,9 +191,10 @@ class _DropRowsFn(beam.DoFn):
 
 
 class DropStagedDuplicates(beam.PTransform):
-    """Applied to `(written, digests)`, the write step's `(write id, shard)` pairs and its `DIGESTS_TAG`
-    output: returns `(shards, write_ids, dropped)`, the shards without their duplicate rows (see the
-    module), the write id of every shard written, and a PCollection of one int, the rows dropped.
+    """Applied to `(written, digests, dropped)`, the write step's `(write id, shard)` pairs and its
+    `DIGESTS_TAG` and `DROPPED_TAG` outputs: returns `(shards, write_ids, dropped)`, the shards without
+    their duplicate rows (see the module), the write id of every shard written, and a PCollection of
+    one int, the rows dropped in all.
 
     Args:
       path: the cache folder.
@@ -158,8 +211,8 @@ class DropStagedDuplicates(beam.PTransform):
         self._options = options
         self._side = side
 
-    def expand(self, pcolls: tuple[beam.PCollection, beam.PCollection]) -> tuple[beam.PCollection, ...]:
-        written, digests = pcolls
+    def expand(self, pcolls: tuple[beam.PCollection, ...]) -> tuple[beam.PCollection, ...]:
+        written, digests, in_bundles = pcolls
         duplicates = (digests
                       | "GroupByDigest" >> beam.GroupByKey()
                       | "Duplicates" >> beam.FlatMap(_duplicates))
@@ -167,5 +220,7 @@ class DropStagedDuplicates(beam.PTransform):
         joined = {_SHARD: shards, _DUPLICATES: duplicates} | "WithDuplicates" >> beam.CoGroupByKey()
         kept = joined | "DropRows" >> beam.ParDo(_DropRowsFn(self._path, self._features, self._options), *self._side)
         write_ids = joined | "WriteIds" >> beam.FlatMap(lambda item: [write_id for write_id, _ in item[1][_SHARD]])
-        dropped = duplicates | "CountDropped" >> beam.combiners.Count.Globally()
+        dropped = ((duplicates | "RowsEach" >> beam.Map(lambda item: len(item[1]) // 8), in_bundles)
+                   | "AllDropped" >> beam.Flatten()
+                   | "CountDropped" >> beam.CombineGlobally(sum))
         return kept, write_ids, dropped

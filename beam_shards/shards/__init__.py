@@ -4,6 +4,7 @@ the digests of rows that deduplication compares."""
 from beam_shards.lazy import lazy_names
 
 _LAZY = {
+    "BatchHook": "beam_shards.shards.writer",
     "file_overhead": "beam_shards.shards.merge",
     "is_small": "beam_shards.shards.merge",
     "merge_shards": "beam_shards.shards.merge",
@@ -14,10 +15,10 @@ _LAZY = {
     "WriterOptions": "beam_shards.shards.options",
     "WrittenShard": "beam_shards.shards.options",
     "DIGEST_BYTES": "beam_shards.shards.row_digest",
+    "DIGEST_NUMBERS": "beam_shards.shards.row_digest",
     "row_digests": "beam_shards.shards.row_digest",
     "ShardFile": "beam_shards.shards.shard_file",
     "EncodedRows": "beam_shards.shards.writer",
-    "OnBatch": "beam_shards.shards.writer",
     "ShardWriter": "beam_shards.shards.writer",
     "split_key": "beam_shards.shards.writer",
 }
@@ -25,7 +26,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "EncodedRows",
-    "file_overhead", "is_small", "merge_shards", "OnBatch", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
+    "BatchHook", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "DIGEST_NUMBERS", "EncodedRows",
+    "file_overhead", "is_small", "merge_shards", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
     "WriterOptions", "WrittenShard",
 ]

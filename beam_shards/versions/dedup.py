@@ -31,7 +31,7 @@ from beam_shards.errors import FeatureError
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards import ShardFile, ShardWriter, row_digests
+from beam_shards.shards import DIGEST_NUMBERS, ShardFile, ShardWriter, row_digests
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES, WriterOptions
 from beam_shards.versions.commit import abandon, publish
 from beam_shards.versions.lock import refuse_links
@@ -39,7 +39,6 @@ from beam_shards.versions.staging import staged_shards
 
 # About how many bytes of (digest, position) records one temporary file holds.
 PARTITION_BYTES = 64 << 20
-_DIGEST = np.dtype([("high", ">u8"), ("low", ">u8")])  # a digest as two numbers that sort as its bytes do
 _RECORD = np.dtype([("high", ">u8"), ("low", ">u8"), ("position", "<i8")])
 
 
@@ -106,7 +105,7 @@ def _duplicates(manifest: Manifest, columns: list[str], folder: str) -> tuple[np
     try:
         position = 0
         for batch in _batches(manifest, columns):
-            digests = np.frombuffer(b"".join(row_digests(batch, columns)), dtype=_DIGEST)
+            digests = np.frombuffer(b"".join(row_digests(batch, columns)), dtype=DIGEST_NUMBERS)
             rows = np.empty(len(digests), _RECORD)
             rows["high"], rows["low"] = digests["high"], digests["low"]
             rows["position"] = np.arange(position, position + len(digests))

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import ArrowBackend, Array, Features, Value, WriteToArrowShards, read_metadata, verify
-from beam_shards.beam import dedup, staged_dedup
+from beam_shards.beam import dedup
 from beam_shards.format.layout import STAGING_DIR
 from beam_shards.shards import EncodedRows
 
-from _support import options
+from _support import digested_rows, options
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -80,14 +80,7 @@ def test_a_deterministic_write_keeps_the_first_of_each_duplicate_in_key_order(tm
 
 
 def test_repeated_bundles_drop_and_count_each_duplicate_once_and_bad_rows_are_still_skipped(tmp_path, monkeypatch):
-    digested = []
-    real = staged_dedup.RowDigester.__call__
-
-    def counting(self, path, first, batch):
-        digested.append(batch.num_rows)
-        return real(self, path, first, batch)
-
-    monkeypatch.setattr(staged_dedup.RowDigester, "__call__", counting)
+    digested = digested_rows(monkeypatch)
     path = str(tmp_path / "cache")
     examples = [dict(_row("same", i), where="same") for i in range(60)] + [{"where": "bad", "id": "x", "text": "",
                                                                                "vec": [0.0, 0.0]}]
