@@ -12,7 +12,8 @@ shards: only digests of rows cross a shuffle, never the rows.
 - decide: grouped by bucket, the records are sorted by `(digest, shard, row)` and every row
   after the first of its digest is a duplicate, sent on as `(shard reference, rows)` for each
   shard holding some. Memory: a bucket's records, 32 bytes a row over 2**BUCKET_BITS buckets
-  (32 MB a billion rows), whatever the number of distinct rows.
+  (32 MB a billion rows), and past `duplicates.PARTITION_BYTES` they are sorted a part at a
+  time through temporary files (`shards.duplicates`): bounded whatever the number of rows.
 - drop: the duplicates are grouped with their shard by its reference. A shard holding some
   is copied without them (`merge.merge_shards` with `drop`) into a fresh attempt folder, so a
   retried or repeated copy never collides; one holding none passes through; one holding
@@ -41,7 +42,8 @@ from beam_shards.beam import deferred
 from beam_shards.errors import FeatureError
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
-from beam_shards.shards import DIGEST_NUMBERS, WriterOptions, WrittenShard, merge_shards, row_digests
+from beam_shards.shards import (DIGEST_NUMBERS, WriterOptions, WrittenShard, later_records, merge_shards,
+                                row_digests)
 from beam_shards.versions.staging import staged_shards
 
 DIGESTS_TAG, DROPPED_TAG = "digests", "dropped"
@@ -153,14 +155,14 @@ class RowDigester:
 
 def _duplicates(group: tuple[int, Iterable[bytes]]) -> Iterator[tuple[int, bytes]]:
     """The rows of a bucket's records after the one of the smallest `(shard, row)` of their digest, as
-    `(shard reference, rows)` for each shard holding some, `rows` int64 row numbers as bytes."""
-    records = np.concatenate([np.frombuffer(part, RECORD) for part in group[1]])
-    records = records[np.lexsort((records["row"], records["shard"], records["low"], records["high"]))]
-    later = records[1:][(records["high"][1:] == records["high"][:-1]) & (records["low"][1:] == records["low"][:-1])]
-    later = later[np.argsort(later["shard"], kind="stable")]
-    shards, starts = np.unique(later["shard"], return_index=True)
-    for shard, rows in zip(shards.tolist(), np.split(later["row"], starts[1:])):
-        yield shard, rows.astype(np.int64).tobytes()
+    `(shard reference, rows)` for shards holding some, `rows` int64 row numbers as bytes."""
+    parts = group[1]
+    count = sum(len(part) for part in parts) // RECORD.itemsize
+    for later in later_records(lambda: (np.frombuffer(part, RECORD) for part in parts), count, RECORD):
+        later = later[np.argsort(later["shard"], kind="stable")]
+        shards, starts = np.unique(later["shard"], return_index=True)
+        for shard, rows in zip(shards.tolist(), np.split(later["row"], starts[1:])):
+            yield shard, rows.astype(np.int64).tobytes()
 
 
 class _DropRowsFn(beam.DoFn):
