@@ -226,7 +226,9 @@ class WriteBundleFn(beam.DoFn):
         letters = self._bundle.take_letters()
         outputs = [TaggedOutput(BAD_TAG, letter) for letter in self._counters.skipped(letters)] if letters else []
         if self._digester is not None:
-            outputs.extend(TaggedOutput(DIGESTS_TAG, records) for records in self._digester.take(end))
+            records = self._digester.take(end)
+            if records:
+                outputs.extend(TaggedOutput(DIGESTS_TAG, part) for part in records)
         return outputs
 
     def finish_bundle(self):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -122,11 +123,12 @@ class _FinalizeFn(beam.DoFn):
         self._retention = retention
 
     def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
-                features: Features | None = None, skipped: Any = None, dropped: int = 0):
+                features: Features | None = None, skipped: Any = None, dropped: Iterable[int] = ()):
         """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
         `features` come as a side input when made as the pipeline runs (else they are the write's);
-        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, the
-        count of duplicate rows dropped."""
+        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, counts
+        of duplicate rows dropped, which add up to all of them."""
+        dropped = sum(dropped)
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
@@ -241,10 +243,11 @@ class WriteToArrowShards(beam.PTransform):
       dedup: None (the default), "rows" or a list of column names: exact duplicates (the same
         encoded values of every column, or of the named ones) are dropped, keeping the first
         in key order under `deterministic=True` (`dedup.py`: it costs a shuffle of the rows by
-        their digest) and any one otherwise (`staged_dedup.py`: it costs a shuffle of 32 bytes
-        a row, a digest and where the row is staged, and a copy of the staged shards that hold
-        duplicates of another bundle's rows); memory per worker is bounded whatever the number of distinct rows. The count dropped is in the version's metadata (and the
-        returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
+        their digest) and any one otherwise (`staged_dedup.py`: it costs digesting the rows, a
+        shuffle of 32 bytes a row staged, its digest and place, and a copy of the staged
+        shards that hold duplicates of another bundle's rows); memory per worker is bounded
+        whatever the number of distinct rows. The count dropped is in the version's metadata
+        (and the returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -357,12 +360,13 @@ class WriteToArrowShards(beam.PTransform):
     def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, features: Features | beam.PCollection,
                   merged: beam.PCollection, write_ids: beam.PCollection,
                   bad: beam.PCollection, dropped: beam.PCollection | None) -> beam.PCollection[Manifest] | WriteWithBad:
+        """The finalize step; `dropped`, with `dedup`, holds counts of duplicate rows dropped (a few ints)."""
         limit = {}
         if self._max_bad is not None:
             letters = bad if self._set_aside is None else (bad, self._set_aside) | "AllSkipped" >> beam.Flatten()
             limit = {"skipped": AsSingleton(letters | "CountSkipped" >> beam.CombineGlobally(CountSkippedFn()))}
         if dropped is not None:
-            limit["dropped"] = AsSingleton(dropped)
+            limit["dropped"] = AsList(dropped)
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, deferred.known(features), self._options, self._metadata, self._mode,
                         self._retention, self._allow_empty, self._deterministic, self._since, self._max_bad,

@@ -19,9 +19,9 @@ shards: only digests of rows cross a shuffle, never the rows.
   retried or repeated copy never collides; one holding none passes through; one holding
   nothing else is left out (its file goes with the staging). Memory: the row numbers of one
   shard's duplicates.
-- count: these duplicates and those the bundles left out are counted into a PCollection of
-  one int, which finalize takes as a side input (so retried or repeated bundles never count
-  twice).
+- count: these duplicates and those the bundles left out are counted, a shard's and a
+  bundle's at a time, and finalize adds the counts up from a side input (so retried or
+  repeated bundles never count twice).
 
 Retried or repeated bundles stage in folders of their own, so their rows' references differ,
 and only a committed bundle's digests and count go on, as only its shards do. The shards that
@@ -196,7 +196,8 @@ class DropStagedDuplicates(beam.PTransform):
     """Applied to `(written, digests, dropped)`, the write step's `(write id, shard)` pairs and its
     `DIGESTS_TAG` and `DROPPED_TAG` outputs: returns `(shards, write_ids, dropped)`, the shards without
     their duplicate rows (see the module), the write id of every shard written, and a PCollection of
-    one int, the rows dropped in all.
+    counts of rows dropped (one a bundle that dropped some and one a shard holding duplicates), which
+    add up to all of them.
 
     Args:
       path: the cache folder.
@@ -222,7 +223,7 @@ class DropStagedDuplicates(beam.PTransform):
         joined = {_SHARD: shards, _DUPLICATES: duplicates} | "WithDuplicates" >> beam.CoGroupByKey()
         kept = joined | "DropRows" >> beam.ParDo(_DropRowsFn(self._path, self._features, self._options), *self._side)
         write_ids = joined | "WriteIds" >> beam.FlatMap(lambda item: [write_id for write_id, _ in item[1][_SHARD]])
+        # A few counts, which finalize adds up (a combine would cost the runner steps of its own).
         dropped = ((duplicates | "RowsEach" >> beam.Map(lambda item: len(item[1]) // 8), in_bundles)
-                   | "AllDropped" >> beam.Flatten()
-                   | "CountDropped" >> beam.CombineGlobally(sum))
+                   | "AllDropped" >> beam.Flatten())
         return kept, write_ids, dropped

@@ -27,7 +27,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "BatchHook", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "DIGEST_NUMBERS", "EncodedRows",
-    "file_overhead", "is_small", "later_records", "merge_shards", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
-    "WriterOptions", "WrittenShard",
+    "BatchHook", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
+    "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "is_small", "later_records", "merge_shards", "plan_bins",
+    "row_digests", "ShardFile", "ShardWriter", "split_key", "WriterOptions", "WrittenShard",
 ]

@@ -60,6 +60,15 @@ def test_records_go_in_buckets_of_their_digest_s_first_bits_with_their_shard_and
             bucket}
 
 
+def test_records_go_on_before_the_bundle_s_end_once_many_are_held(monkeypatch):
+    monkeypatch.setattr(staged_dedup, "HELD_RECORDS", 100)
+    digester = staged_dedup.RowDigester(None, FEATURES)
+    digester.written("staged/part-00000.arrow", 0, digester.keep(_batch(list(range(60)))))
+    assert digester.take(end=False) == []
+    digester.written("staged/part-00000.arrow", 60, digester.keep(_batch(list(range(60, 120)))))
+    assert sum(len(part) for _, part in digester.take(end=False)) == 120 * staged_dedup.RECORD.itemsize
+
+
 def test_of_a_digest_the_row_of_the_smallest_shard_and_row_is_kept_and_the_others_are_listed_by_shard():
     records = np.zeros(5, staged_dedup.RECORD)
     records["high"] = [9, 9, 9, 4, 4]
