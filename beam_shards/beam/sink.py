@@ -346,7 +346,8 @@ class WriteToArrowShards(beam.PTransform):
                                AsSingleton(write_id), *side)
         else:  # no side input: Beam's faster invoker
             write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad, dedup))
-        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, DIGESTS_TAG, DROPPED_TAG, main="shards")
+        tags = (BAD_TAG,) if dedup is None else (BAD_TAG, DIGESTS_TAG, DROPPED_TAG)
+        written = pcoll | "WriteBundles" >> write.with_outputs(*tags, main="shards")
         shards, write_ids, dropped = written.shards, None, None
         if dedup is not None:
             shards, write_ids, dropped = ((shards, written[DIGESTS_TAG], written[DROPPED_TAG])
