@@ -114,3 +114,19 @@ def stage(path: str, write_id: str, examples: list[dict], features: Features) ->
     for i, item in enumerate(examples):
         writer.add(item, i)
     return writer.close()
+
+
+def digested_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each batch a deduplicating non-deterministic write digests from now on (to see that a
+    bundle repeat fired)."""
+    from beam_shards.beam import staged_dedup
+
+    digested: list[int] = []
+    real = staged_dedup.RowDigester.keep
+
+    def counting(self, batch):
+        digested.append(batch.num_rows)
+        return real(self, batch)
+
+    monkeypatch.setattr(staged_dedup.RowDigester, "keep", counting)
+    return digested

@@ -3,8 +3,10 @@
 Each bundle attempt stages its shards in a folder of its own (`_staging/<write id>/<attempt>/`),
 so retried or repeated bundles never collide; a failed attempt removes its files. With
 `on_bad="skip"`, an example that does not fit goes to the `BAD_TAG` output instead (only a
-committed bundle's reach it). `BundleWriter` does the writing, without Beam; `WriteBundleFn`
-is the DoFn around it.
+committed bundle's reach it); with `dedup`, the digest of each row staged goes to the
+`DIGESTS_TAG` output, and the count of the bundle's own duplicates, left out, to `DROPPED_TAG`
+(`staged_dedup`). `BundleWriter` does the writing, without Beam;
+`WriteBundleFn` is the DoFn around it.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from apache_beam.pvalue import EmptySideInput, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam import counters
+from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, RowDigester
 from beam_shards.display import short_repr
 from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.writer import ShardWriter, split_key
+from beam_shards.shards.writer import BatchHook, ShardWriter, split_key
 from beam_shards.storage import fs
 from beam_shards.versions.staging import staged_shards
 
@@ -67,11 +70,13 @@ class BundleWriter:
       options: the shards' sizes, compression and column types.
       skip_bad: dead-letter examples that do not fit instead of raising.
       hidden: columns the caller added to the examples, left out of their dead letters.
+      hook: the shard writers' `BatchHook`, if any.
     """
 
     def __init__(self, path: str, features: Features, options: WriterOptions, skip_bad: bool = False,
-                 hidden: tuple[str, ...] = ()):
+                 hidden: tuple[str, ...] = (), hook: BatchHook | None = None):
         self._layout = CacheLayout(path)
+        self._hook = hook
         self._features = features
         self._options = options
         self._skip = skip_bad
@@ -92,7 +97,7 @@ class BundleWriter:
         self.discard()
         self._letters = []
         self._writer = ShardWriter(self._features, staged_shards(self._layout.new_attempt(write_id)), self._options,
-                                   self._skip_bad if self._skip else None)
+                                   self._skip_bad if self._skip else None, self._hook)
 
     def add(self, example: Any, key: Any) -> None:
         """Adds an example (or a batch of them, or `EncodedRows`) of the started bundle.
@@ -167,18 +172,23 @@ class WriteCounters:
 
 class WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
-    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output.
+    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
+    with `dedup` ("rows" or a list of columns), the bundle's own duplicates are left out, and counted
+    in the `DROPPED_TAG` output at its end, and the records of the rows staged (digest and place) go
+    to the `DIGESTS_TAG` output in buckets (`staged_dedup.RowDigester`).
 
     `features` None: they are made when the pipeline runs, and come to `WriteBundleWithIdFn` as a
     side input (the bundle writer is made at the first element)."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
-                 on_bad: str = "fail"):
+                 on_bad: str = "fail", dedup: str | list[str] | None = None):
         self._path = path
         self._features = features
         self._options = options
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
+        self._dedup = dedup
+        self._digester: RowDigester | None = None
         self._counters = WriteCounters()
 
     def setup(self) -> None:
@@ -186,32 +196,50 @@ class WriteBundleFn(beam.DoFn):
         self._bundle = None if self._features is None else self._new_bundle(self._features)
 
     def _new_bundle(self, features: Features) -> BundleWriter:
-        return BundleWriter(self._path, features, self._options, self._skip)
+        if self._dedup is not None:
+            self._digester = RowDigester(None if self._dedup == "rows" else list(self._dedup), features)
+        return BundleWriter(self._path, features, self._options, self._skip, hook=self._digester)
 
     def start_bundle(self) -> None:
-        # A bundle left unfinished failed after this step (the runner may retry it): drop its files.
+        # A bundle left unfinished failed after this step (the runner may retry it): drop its files
+        # and the digests of their rows.
         if self._bundle is not None:
             self._bundle.discard()
+        if self._digester is not None:
+            self._digester.reset()
 
     def teardown(self) -> None:
         # A step fused before this one failed mid-bundle: drop what this attempt staged.
         if getattr(self, "_bundle", None) is not None:
             self._bundle.discard()
 
-    def process(self, element: Any) -> list[TaggedOutput] | tuple[()]:
+    def process(self, element: Any) -> list[TaggedOutput]:
         key, example = split_key(element, None)
         if not self._bundle.started:
             self._bundle.start(self._write_id)
         self._bundle.add(example, key)
-        letters = self._counters.skipped(self._bundle.take_letters())
-        return [TaggedOutput(BAD_TAG, letter) for letter in letters] if letters else ()
+        return self._tagged()
+
+    def _tagged(self, end: bool = False) -> list[TaggedOutput]:
+        """The dead letters and the rows' digests made since the last call, as tagged outputs (digests
+        are held until many are, or the bundle's `end`)."""
+        letters = self._bundle.take_letters()
+        outputs = [TaggedOutput(BAD_TAG, letter) for letter in self._counters.skipped(letters)] if letters else []
+        if self._digester is not None:
+            records = self._digester.take(end)
+            if records:
+                outputs.extend(TaggedOutput(DIGESTS_TAG, part) for part in records)
+        return outputs
 
     def finish_bundle(self):
         if self._bundle is None or not self._bundle.started:
             return
         shards = self._bundle.finish()
-        for letter in self._counters.skipped(self._bundle.take_letters()):
-            yield TaggedOutput(BAD_TAG, window.GlobalWindows.windowed_value(letter))
+        outputs = self._tagged(end=True)
+        if self._digester is not None and self._digester.dropped:
+            outputs.append(TaggedOutput(DROPPED_TAG, self._digester.dropped))
+        for output in outputs:
+            yield TaggedOutput(output.tag, window.GlobalWindows.windowed_value(output.value))
         self._counters.written(shards)
         for shard in shards:
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
@@ -221,7 +249,7 @@ class WriteBundleWithIdFn(WriteBundleFn):
     """`WriteBundleFn` for a write whose id, or features, are made when the pipeline runs: they come as
     side inputs (the features only when made then)."""
 
-    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput] | tuple[()]:
+    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput]:
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
         if self._bundle is None:

@@ -1,18 +1,16 @@
-"""Exact deduplication at build time: `WriteToArrowShards(..., dedup="rows" | [columns])`.
+"""Exact deduplication of a deterministic write: `WriteToArrowShards(..., deterministic=True, dedup=...)`.
 
 Rows are digested by their encoded values (`shards.row_digest`: after the features encode
 them, so `1` and `np.int64(1)` are the same value), over every column or the named ones,
-and shuffled by digest: a combiner keeps one row a digest and counts the others, and
+and shuffled by digest, before the write: a combiner keeps the row with the smallest
+`(key, row of its element)`, the first in input order, and counts the others, and
 combiner lifting drops the duplicates inside a bundle before the shuffle. Each kept
 row travels as its encoded values (the payload), with the memory of one row a digest.
-
-- `deterministic=False`: any one row of a digest is kept; the survivors are batched
-  again, a bundle at a time, into `EncodedRows` for the sink's write step.
-- `deterministic=True`: the row with the smallest `(key, row of its element)` is kept,
-  the first in input order. The survivors are grouped again by the chunk of their key
-  (`ordered.chunk_of`, so a group is at most a chunk of the deterministic write) and
-  each group, in key order, goes on as one `(first key, EncodedRows)` pair: the
-  deterministic write then stores its rows in the same order.
+The survivors are grouped again by the chunk of their key (`ordered.chunk_of`, so a
+group is at most a chunk of the deterministic write) and each group, in key order, goes
+on as one `(first key, EncodedRows)` pair: the deterministic write then stores its rows
+in the same order. (A non-deterministic write keeps any one row of a digest, and ships
+digests alone: `staged_dedup`.)
 
 An example that does not encode is not digested: it goes on as it came, so the write
 step fails on it or skips it (with `on_bad="skip"`, the other rows of a batch holding
@@ -22,7 +20,7 @@ finalize takes as a side input (so retried or repeated bundles never count twice
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -33,40 +31,15 @@ from apache_beam.transforms import window
 
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import chunk_of, keyed
-from beam_shards.errors import EncodeError, FeatureError
+from beam_shards.beam.staged_dedup import check_columns
+from beam_shards.errors import EncodeError
 from beam_shards.features import Features, numpy_values
-from beam_shards.shards import EncodedRows, row_digests, split_key
+from beam_shards.shards import EncodedRows, row_digests
 
 _AS_IS = "as_is"
-# (order, encoded values, rows of this digest); the order of a deterministic write is `(key, row of its
-# element, digest)`: rows of one key and position (keys may repeat) sort by their digest, whatever their arrival.
+# (order, encoded values, rows of this digest); the order is `(key, row of its element, digest)`: rows of one
+# key and position (keys may repeat) sort by their digest, whatever their arrival.
 Kept = tuple[Any, tuple[Any, ...], int]
-
-
-def dedup_columns(dedup: Any, features: Features | None) -> list[str] | None:
-    """The columns `dedup` digests (None: every column).
-
-    Raises:
-      ValueError: `dedup` is neither "rows" nor a non-empty list of column names, or names a column
-        `features` do not have (when known), naming it and the features' columns.
-    """
-    if dedup == "rows":
-        return None
-    if isinstance(dedup, str) or not isinstance(dedup, Sequence) or not dedup or not all(
-            isinstance(name, str) for name in dedup):
-        raise ValueError(f"dedup must be None, \"rows\" or a non-empty list of column names; got {dedup!r}")
-    columns = list(dict.fromkeys(dedup))
-    if features is not None:
-        check_columns(columns, features)
-    return columns
-
-
-def check_columns(columns: list[str] | None, features: Features) -> None:
-    """Raises FeatureError (a ValueError) naming a column of `columns` that `features` do not have, and theirs."""
-    for name in columns or ():
-        if name not in features:
-            raise FeatureError(f"dedup names the column {name!r}, which the features do not have; they have "
-                             f"{list(features)}")
 
 
 class _DigestRowsFn(beam.DoFn):
@@ -74,10 +47,9 @@ class _DigestRowsFn(beam.DoFn):
     encode goes to the `_AS_IS` output unchanged. Plain examples are encoded one by one and
     digested a batch at a time."""
 
-    def __init__(self, features: Features | None, columns: list[str] | None, in_order: bool, batch_size: int):
+    def __init__(self, features: Features | None, columns: list[str] | None, batch_size: int):
         self._features = features
         self._columns = columns
-        self._in_order = in_order
         self._batch_size = batch_size
 
     def start_bundle(self) -> None:
@@ -87,8 +59,8 @@ class _DigestRowsFn(beam.DoFn):
         if self._features is None:
             check_columns(self._columns, features)
             self._features = features
-        key, example = keyed(element) if self._in_order else split_key(element, None)
-        order = plain_key(key) if self._in_order else None
+        key, example = keyed(element)
+        order = plain_key(key)
         try:
             if isinstance(example, EncodedRows):
                 table = example.table
@@ -121,20 +93,12 @@ class _DigestRowsFn(beam.DoFn):
     def _digested(self, table: pa.Table, orders: list[Any], rows: list[int]) -> Iterator[Any]:
         digests = row_digests(table, self._columns)
         values = zip(*(_payload(column.combine_chunks()) for column in table.columns))
-        if self._in_order:
-            for digest, order, row, kept in zip(digests, orders, rows, values):
-                yield digest, ((order, row, digest), kept, 1)
-        else:
-            for digest, kept in zip(digests, values):
-                yield digest, (None, kept, 1)
+        for digest, order, row, kept in zip(digests, orders, rows, values):
+            yield digest, ((order, row, digest), kept, 1)
 
 
 class _KeepFirstFn(beam.CombineFn):
-    """The `Kept` of a digest: the row of the smallest order (`in_order`) or any one, and how many rows
-    it stands for."""
-
-    def __init__(self, in_order: bool):
-        self._in_order = in_order
+    """The `Kept` of a digest: the row of the smallest order, and how many rows it stands for."""
 
     def create_accumulator(self) -> Kept | None:
         return None
@@ -155,7 +119,7 @@ class _KeepFirstFn(beam.CombineFn):
         if a is None or b is None:
             return a if b is None else b
         try:
-            first = b if self._in_order and b[0] < a[0] else a
+            first = b if b[0] < a[0] else a
         except TypeError as error:
             raise ValueError("WriteToArrowShards(deterministic=True) needs keys of one sortable type: "
                              f"{error}") from None
@@ -206,29 +170,6 @@ def _table(features: Features, rows: list[tuple[Any, ...]]) -> EncodedRows:
                                              for values, field in zip(zip(*rows), schema)], schema=schema))
 
 
-class _BatchRowsFn(beam.DoFn):
-    """The kept rows of a bundle, again as `EncodedRows` of up to `batch_size` rows."""
-
-    def __init__(self, features: Features | None, batch_size: int):
-        self._features = features
-        self._batch_size = batch_size
-
-    def start_bundle(self) -> None:
-        self._rows: list[tuple[Any, ...]] = []
-
-    def process(self, kept: Kept, features: Features | None = None) -> Iterator[EncodedRows]:
-        self._features = self._features or features
-        self._rows.append(kept[1])
-        if len(self._rows) >= self._batch_size:
-            rows, self._rows = self._rows, []
-            yield _table(self._features, rows)
-
-    def finish_bundle(self) -> Iterator[Any]:
-        if self._rows:
-            rows, self._rows = self._rows, []
-            yield window.GlobalWindows.windowed_value(_table(self._features, rows))
-
-
 class _ChunkRowsFn(beam.DoFn):
     """A chunk's kept rows in key order, as one `(first key, EncodedRows)` pair."""
 
@@ -241,46 +182,41 @@ class _ChunkRowsFn(beam.DoFn):
 
 
 class DropDuplicates(beam.PTransform):
-    """Drops the rows whose digest an earlier row has (see the module): `(examples, dropped)`, the
-    examples the sink writes and a PCollection of one int, the count of rows dropped.
+    """Drops the rows whose digest a row of a smaller key has (see the module): `(examples, dropped)`,
+    the `(first key, EncodedRows)` pairs and unencodable examples the deterministic write takes, and
+    a PCollection of one int, the count of rows dropped.
 
     Args:
       features: the write's features, or None when they are made as the pipeline runs (then
         `side` holds their side input).
       columns: the columns to digest; None for every column.
-      in_order: keep the first row in key order (a deterministic write), or any one.
-      batch_size: rows per batch of kept rows.
-      chunk_rows: with `in_order`, the rows of a chunk of the deterministic write.
+      batch_size: plain examples digested at a time.
+      chunk_rows: the rows of a chunk of the deterministic write.
       side: the side input of features made as the pipeline runs, if any.
     """
 
-    def __init__(self, features: Features | None, columns: list[str] | None, in_order: bool, batch_size: int,
-                 chunk_rows: int, side: tuple[Any, ...] = ()):
+    def __init__(self, features: Features | None, columns: list[str] | None, batch_size: int, chunk_rows: int,
+                 side: tuple[Any, ...] = ()):
         super().__init__()
         self._features = features
         self._columns = columns
-        self._in_order = in_order
         self._batch_size = batch_size
         self._chunk_rows = chunk_rows
         self._side = side
 
     def expand(self, pcoll: beam.PCollection) -> tuple[beam.PCollection, beam.PCollection]:
-        features, side, in_order = self._features, self._side, self._in_order
+        features, side, chunk_rows = self._features, self._side, self._chunk_rows
         digested = pcoll | "DigestRows" >> beam.ParDo(
-            _DigestRowsFn(features, self._columns, in_order, self._batch_size), *side).with_outputs(_AS_IS, main="rows")
+            _DigestRowsFn(features, self._columns, self._batch_size), *side).with_outputs(_AS_IS, main="rows")
         kept = (digested.rows
-                | "KeepFirst" >> beam.CombinePerKey(_KeepFirstFn(in_order))
+                | "KeepFirst" >> beam.CombinePerKey(_KeepFirstFn())
                 | "Kept" >> beam.Values())
         dropped = (kept
                    | "DroppedOfDigest" >> beam.Map(lambda item: item[2] - 1)
                    | "CountDropped" >> beam.CombineGlobally(sum))
-        if in_order:
-            chunk_rows = self._chunk_rows
-            rows = (kept
-                    | "ByChunk" >> beam.Map(lambda item: (chunk_of(item[0][0], chunk_rows), item))
-                    | "GroupChunks" >> beam.GroupByKey()
-                    | "ChunkRows" >> beam.ParDo(_ChunkRowsFn(features), *side))
-        else:
-            rows = kept | "BatchRows" >> beam.ParDo(_BatchRowsFn(features, self._batch_size), *side)
+        rows = (kept
+                | "ByChunk" >> beam.Map(lambda item: (chunk_of(item[0][0], chunk_rows), item))
+                | "GroupChunks" >> beam.GroupByKey()
+                | "ChunkRows" >> beam.ParDo(_ChunkRowsFn(features), *side))
         examples = (rows, digested[_AS_IS]) | "WithUndigested" >> beam.Flatten()
         return examples, dropped

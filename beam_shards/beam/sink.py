@@ -12,6 +12,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   `on_bad="skip"`, an example that does not fit goes to a tagged output instead (only
   a committed bundle's reach it). Only the shards of committed bundles travel on,
   through a shuffle that makes the list stable.
+- dedup (with `dedup`): the write step also digests each row, leaving out the bundle's own
+  duplicates, the digests of the rows staged are shuffled, and the staged shards that hold
+  duplicates of other bundles' rows are copied without them (`staged_dedup.py`), before the
+  merge.
 - merge: so that shard sizes do not follow the runner's bundles, one step plans bins
   of the under-sized staged shards (`merge.plan_bins`, from the stable list), a
   reshuffle spreads the bins over workers, and each bin's record batches are copied
@@ -24,13 +28,15 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
 
 With `deterministic=True` the write and merge steps are `ordered.py`'s instead: rows
 grouped into chunks by key, each chunk written sorted, and shards merged and published
-in key order, so the output does not depend on bundles.
+in key order, so the output does not depend on bundles (and dedup runs before the
+write, `dedup.py`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -41,9 +47,10 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
-from beam_shards.beam.dedup import DropDuplicates, dedup_columns
+from beam_shards.beam.dedup import DropDuplicates
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
+from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, DropStagedDuplicates, dedup_columns
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
@@ -92,6 +99,11 @@ def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tup
     return bins
 
 
+def _write_ids(staged: beam.PCollection) -> beam.PCollection:
+    """The write ids of the gathered staged shards (`merging.gather`'s one element)."""
+    return staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
+
+
 class _FinalizeFn(beam.DoFn):
     """Publishes the staged shards of every committed bundle as one version; safe to run more than once."""
 
@@ -111,11 +123,12 @@ class _FinalizeFn(beam.DoFn):
         self._retention = retention
 
     def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
-                features: Features | None = None, skipped: Any = None, dropped: int = 0):
+                features: Features | None = None, skipped: Any = None, dropped: Iterable[int] = ()):
         """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
         `features` come as a side input when made as the pipeline runs (else they are the write's);
-        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, the
-        count of duplicate rows dropped."""
+        `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, counts
+        of duplicate rows dropped, which add up to all of them."""
+        dropped = sum(dropped)
         if isinstance(write_id, EmptySideInput):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
@@ -228,11 +241,13 @@ class WriteToArrowShards(beam.PTransform):
         key by position, an int or `(input file, position, ...)`, so neighbouring rows
         are written together. It costs a shuffle of the examples and a copy of the shards.
       dedup: None (the default), "rows" or a list of column names: exact duplicates (the same
-        encoded values of every column, or of the named ones; `dedup.py`) are dropped,
-        keeping the first in key order under `deterministic=True` and any one otherwise. It
-        costs a shuffle of the rows by their digest; memory per worker is bounded whatever
-        the number of distinct rows. The count dropped is in the version's metadata (and the
-        returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
+        encoded values of every column, or of the named ones) are dropped, keeping the first
+        in key order under `deterministic=True` (`dedup.py`: it costs a shuffle of the rows by
+        their digest) and any one otherwise (`staged_dedup.py`: it costs digesting the rows, a
+        shuffle of 32 bytes a row staged, its digest and place, and a copy of the staged
+        shards that hold duplicates of another bundle's rows); memory per worker is bounded
+        whatever the number of distinct rows. The count dropped is in the version's metadata
+        (and the returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
 
     Returns (from `expand`):
       A PCollection with one element, the published `Manifest`; with `on_bad="skip"`, a
@@ -313,38 +328,46 @@ class WriteToArrowShards(beam.PTransform):
             features = features | "CheckFeatures" >> deferred.CheckFeatures(self._path, self._metadata, self._mode)
         given_features, side = deferred.known(features), deferred.side_inputs(features)
         options = self._options
-        dropped = None
-        if self._dedup is not None:
-            columns = None if self._dedup == "rows" else self._dedup
-            pcoll, dropped = pcoll | "Dedup" >> DropDuplicates(given_features, columns, self._deterministic,
-                                                               options.batch_size, ordered.chunk_rows(options), side)
         if self._deterministic:
+            dropped = None
+            if self._dedup is not None:
+                columns = None if self._dedup == "rows" else self._dedup
+                pcoll, dropped = pcoll | "Dedup" >> DropDuplicates(given_features, columns, options.batch_size,
+                                                                   ordered.chunk_rows(options), side)
             write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
             write_chunk = ordered.WriteChunkFn(self._path, given_features, options, given)
             runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side)
             plan = functools.partial(ordered_bins.plan_ordered_bins, options=options)
             staged, merged = merge_small_shards(written, plan, self._path, features, options)
-            return self._finalize(do_once, write_id, features, merged, staged, runs[BAD_TAG], dropped)
+            return self._finalize(do_once, write_id, features, merged, _write_ids(staged), runs[BAD_TAG], dropped)
+        dedup = self._dedup
         if given is None or side:
-            write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad),
+            write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad, dedup),
                                AsSingleton(write_id), *side)
         else:  # no side input: Beam's faster invoker
-            write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad))
-        written = pcoll | "WriteBundles" >> write.with_outputs(BAD_TAG, main="shards")
+            write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad, dedup))
+        tags = (BAD_TAG,) if dedup is None else (BAD_TAG, DIGESTS_TAG, DROPPED_TAG)
+        written = pcoll | "WriteBundles" >> write.with_outputs(*tags, main="shards")
+        shards, write_ids, dropped = written.shards, None, None
+        if dedup is not None:
+            shards, write_ids, dropped = ((shards, written[DIGESTS_TAG], written[DROPPED_TAG])
+                                          | "Dedup" >> DropStagedDuplicates(self._path, given_features, options, side))
         plan = functools.partial(_plan_merge, options=options)
-        staged, merged = merge_small_shards(written.shards, plan, self._path, features, options)
-        return self._finalize(do_once, write_id, features, merged, staged, written[BAD_TAG], dropped)
+        staged, merged = merge_small_shards(shards, plan, self._path, features, options)
+        if write_ids is None:
+            write_ids = _write_ids(staged)
+        return self._finalize(do_once, write_id, features, merged, write_ids, written[BAD_TAG], dropped)
 
     def _finalize(self, do_once: beam.PCollection, write_id: beam.PCollection, features: Features | beam.PCollection,
-                  merged: beam.PCollection, staged: beam.PCollection,
+                  merged: beam.PCollection, write_ids: beam.PCollection,
                   bad: beam.PCollection, dropped: beam.PCollection | None) -> beam.PCollection[Manifest] | WriteWithBad:
-        write_ids = staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
+        """The finalize step; `dropped`, with `dedup`, holds counts of duplicate rows dropped (a few ints)."""
         limit = {}
         if self._max_bad is not None:
             letters = bad if self._set_aside is None else (bad, self._set_aside) | "AllSkipped" >> beam.Flatten()
             limit = {"skipped": AsSingleton(letters | "CountSkipped" >> beam.CombineGlobally(CountSkippedFn()))}
         if dropped is not None:
-            limit["dropped"] = AsSingleton(dropped)
+            limit["dropped"] = AsList(dropped)
         manifest = do_once | "Finalize" >> beam.ParDo(
             _FinalizeFn(self._path, deferred.known(features), self._options, self._metadata, self._mode,
                         self._retention, self._allow_empty, self._deterministic, self._since, self._max_bad,

@@ -1,9 +1,11 @@
 """Shard files: writing encoded rows into size-rotated Arrow IPC shards, reading one back, merging small ones;
-the digests of rows that deduplication compares."""
+the digests of rows that deduplication compares, and the later rows of each digest."""
 
 from beam_shards.lazy import lazy_names
 
 _LAZY = {
+    "BatchHook": "beam_shards.shards.writer",
+    "later_records": "beam_shards.shards.duplicates",
     "file_overhead": "beam_shards.shards.merge",
     "is_small": "beam_shards.shards.merge",
     "merge_shards": "beam_shards.shards.merge",
@@ -14,6 +16,7 @@ _LAZY = {
     "WriterOptions": "beam_shards.shards.options",
     "WrittenShard": "beam_shards.shards.options",
     "DIGEST_BYTES": "beam_shards.shards.row_digest",
+    "DIGEST_NUMBERS": "beam_shards.shards.row_digest",
     "row_digests": "beam_shards.shards.row_digest",
     "ShardFile": "beam_shards.shards.shard_file",
     "EncodedRows": "beam_shards.shards.writer",
@@ -24,7 +27,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES", "EncodedRows",
-    "file_overhead", "is_small", "merge_shards", "plan_bins", "row_digests", "ShardFile", "ShardWriter", "split_key",
-    "WriterOptions", "WrittenShard",
+    "BatchHook", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
+    "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "is_small", "later_records", "merge_shards", "plan_bins",
+    "row_digests", "ShardFile", "ShardWriter", "split_key", "WriterOptions", "WrittenShard",
 ]

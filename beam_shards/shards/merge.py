@@ -17,7 +17,9 @@ bin into one shard by copying its record batches in order:
   reads elsewhere), its size and checksum checked first, and writes its batches one at
   a time through a `ShardWriter`, which checksums and syncs the new shard as any
   other. Memory: one record batch. Compressed shards are decompressed and
-  compressed again batch by batch (buffers only; rows are never decoded).
+  compressed again batch by batch (buffers only; rows are never decoded). It may
+  leave given rows out (a deduplicating write's duplicates): their batches are
+  filtered by Arrow, still without decoding a row.
 
 `versions.compaction` does this for the latest version of a published cache.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 
 from beam_shards.features import Features
@@ -113,11 +116,14 @@ def file_overhead(features: Features) -> int:
 
 def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
                  compression: str | None, column_types: str,
-                 batches: Sequence[tuple[int, int] | None] | None = None) -> WrittenShard:
+                 batches: Sequence[tuple[int, int] | None] | None = None,
+                 drop: Sequence[np.ndarray | None] | None = None) -> WrittenShard:
     """Copies the record batches of `inputs` (each with `path`, `num_rows`, `num_bytes`, `checksum`), in
     order, into one new shard opened by `open_shard(0)`; returns it. The inputs and the new shard
     are compressed with `compression` and store their columns in `column_types`. `batches`
-    gives for each input the record batches `(first, end)` to copy (None: all of them).
+    gives for each input the record batches `(first, end)` to copy (None: all of them); `drop`,
+    for each input, the rows to leave out, sorted row numbers of the input (None: none). At
+    least one row must remain.
 
     On failure the new shard's file is removed and the error raised.
 
@@ -130,16 +136,30 @@ def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable
     options = WriterOptions(shard_size_bytes=2 * total + (64 << 20), compression=compression, column_types=column_types)
     writer = ShardWriter(features, open_shard, options)
     try:
-        for shard, span in zip(inputs, batches or [None] * len(inputs)):
+        for shard, span, rows in zip(inputs, batches or [None] * len(inputs), drop or [None] * len(inputs)):
             # A merged shard gets a checksum of its own: damage in an input must be caught here, not carried on.
             file = ShardFile.staged(shard.path, shard.num_rows, shard.num_bytes, shard.checksum, features, compression,
                                     column_types)
             file.check_checksum()
+            first = 0
             for index, batch in enumerate(file.iter_batches(validate=False)):
                 if span is None or span[0] <= index < span[1]:
-                    writer.write_batch(batch)
+                    kept = batch if rows is None else _without(batch, rows, first)
+                    if kept.num_rows:
+                        writer.write_batch(kept)
+                first += batch.num_rows
         [merged] = writer.close()
     except BaseException:
         fs.delete(writer.abort())
         raise
     return merged
+
+
+def _without(batch: pa.RecordBatch, rows: np.ndarray, first: int) -> pa.RecordBatch:
+    """`batch`, whose rows are `first`, `first + 1`, ... of its shard, without the rows of `rows` (sorted)."""
+    start, end = np.searchsorted(rows, [first, first + batch.num_rows])
+    if start == end:
+        return batch
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[rows[start:end] - first] = False
+    return batch.filter(pa.array(keep))

@@ -30,6 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 DIGEST_BYTES = 16
+# A digest as two numbers that sort as its bytes do.
+DIGEST_NUMBERS = np.dtype([("high", ">u8"), ("low", ">u8")])
 # Rows are encoded this many bytes at a time at most (their cells take about as much again).
 _PIECE_BYTES = 8 << 20
 _NO_DIGEST = bytes(DIGEST_BYTES)

@@ -7,7 +7,7 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,17 @@ _MAX_STRING_BATCH_BYTES = 1 << 30
 # The footer repeats the schema and holds one 24-byte block entry per record batch.
 _FOOTER_FIXED_BYTES = 64
 _FOOTER_BLOCK_BYTES = 24
+
+
+class BatchHook(Protocol):
+    """What a `ShardWriter` tells of each record batch it is about to write (in the shards' column
+    types): `keep` returns the batch to write, which may leave rows out (a batch left empty is not
+    written), and `written` learns where that went: its shard's path and the row of that shard it
+    starts at."""
+
+    def keep(self, batch: pa.RecordBatch) -> pa.RecordBatch: ...
+
+    def written(self, path: str, first: int, batch: pa.RecordBatch) -> None: ...
 
 
 def split_key(item: Any, position: Any) -> tuple[Any, Any]:
@@ -89,10 +100,11 @@ class ShardWriter:
       on_bad: None to raise `EncodeError` for an example that does not fit; else called
         with the example, its key and the error instead, and the example is left out (a
         batch that does not fit is then added row by row, keyed `(key, row)`).
+      hook: None, or a `BatchHook` told of each record batch written.
     """
 
     def __init__(self, features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],
-                 options: WriterOptions | None = None, on_bad: OnBad | None = None):
+                 options: WriterOptions | None = None, on_bad: OnBad | None = None, hook: BatchHook | None = None):
         options = options or WriterOptions()
         shard_size_bytes = options.shard_size_bytes
         self._features = features
@@ -109,6 +121,7 @@ class ShardWriter:
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
         self._names = tuple(features)
         self._on_bad = on_bad
+        self._hook = hook
         self._plain_nbytes = plain_sizer(features.plain_types)
         self._rows: list[tuple[Any, ...]] = []  # encoded or plain values in column order
         # Per buffered row, its key (ENCODED for a row encoded when added), and the examples as
@@ -337,10 +350,16 @@ class ShardWriter:
                 for start, stop in ((0, half), (half, batch.num_rows)):
                     self._write_batch(batch.take(pa.array(np.arange(start, stop))))
                 return
+        if self._hook is not None:
+            batch = self._hook.keep(batch)
+            if not batch.num_rows:
+                return
         if self._ipc is not None and self._shard_rows and self._would_overflow(batch):
             self._close_shard()
         if self._ipc is None:
             self._open_next()
+        if self._hook is not None:
+            self._hook.written(self._path, self._shard_rows, batch)
         before = self._stream.size
         self._ipc.write_batch(batch)
         self._shard_rows += batch.num_rows

@@ -4,10 +4,10 @@ Rows are compared by digest (`shards.row_digest`) over every column or the named
 the first in row order is kept. Memory does not grow with the number of distinct rows:
 
 - digest: the shards are read a record batch at a time (only the compared columns), and
-  each row's `(digest, position)` goes to one of a few temporary files, by its digest,
-  each file about `PARTITION_BYTES`;
-- find: each file alone is sorted by (digest, position); every row after the first of
-  its digest is marked in a bitmap of the rows (one bit a row);
+  each row makes a `(digest, position)` record;
+- find: the records are sorted by (digest, position), in pieces of bounded memory
+  (`shards.duplicates`), and every row after the first of its digest is marked in a
+  bitmap of the rows (one bit a row);
 - copy: the shards are read again a record batch at a time, the marked rows filtered
   out, and the rest written by a `ShardWriter` in the version's compression and column
   types, then published through `commit.publish` (mode overwrite, parent the version
@@ -20,8 +20,6 @@ nothing merges).
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -31,15 +29,12 @@ from beam_shards.errors import FeatureError
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
-from beam_shards.shards import ShardFile, ShardWriter, row_digests
+from beam_shards.shards import DIGEST_NUMBERS, ShardFile, ShardWriter, later_records, row_digests
 from beam_shards.shards.options import DEFAULT_SHARD_SIZE_BYTES, WriterOptions
 from beam_shards.versions.commit import abandon, publish
 from beam_shards.versions.lock import refuse_links
 from beam_shards.versions.staging import staged_shards
 
-# About how many bytes of (digest, position) records one temporary file holds.
-PARTITION_BYTES = 64 << 20
-_DIGEST = np.dtype([("high", ">u8"), ("low", ">u8")])  # a digest as two numbers that sort as its bytes do
 _RECORD = np.dtype([("high", ">u8"), ("low", ">u8"), ("position", "<i8")])
 
 
@@ -65,8 +60,7 @@ def deduplicate(path: str, columns: Sequence[str] | None = None,
         if name not in latest.features:
             raise FeatureError(f"the cache at {path} has no column {name!r} to compare rows by; its columns: "
                                f"{', '.join(latest.features)}")
-    with tempfile.TemporaryDirectory(prefix="beam-shards-dedup-") as folder:
-        dropped, count = _duplicates(latest, names, folder)
+    dropped, count = _duplicates(latest, names)
     if not count:
         return latest, None, 0
     layout = CacheLayout(path)
@@ -99,35 +93,27 @@ def _batches(manifest: Manifest, columns: list[str] | None = None) -> Iterator[p
         yield from ShardFile.of(manifest, shard_id).iter_batches(columns=columns)
 
 
-def _duplicates(manifest: Manifest, columns: list[str], folder: str) -> tuple[np.ndarray, int]:
+def _duplicates(manifest: Manifest, columns: list[str]) -> tuple[np.ndarray, int]:
     """A bitmap of the rows after the first of their digest (bit i of byte i // 8, little-endian), and their count."""
-    partitions = max(1, -(-manifest.num_rows * _RECORD.itemsize // PARTITION_BYTES))
-    files = [open(os.path.join(folder, f"{index}.bin"), "wb") for index in range(partitions)]
-    try:
-        position = 0
-        for batch in _batches(manifest, columns):
-            digests = np.frombuffer(b"".join(row_digests(batch, columns)), dtype=_DIGEST)
-            rows = np.empty(len(digests), _RECORD)
-            rows["high"], rows["low"] = digests["high"], digests["low"]
-            rows["position"] = np.arange(position, position + len(digests))
-            position += len(digests)
-            part = rows["high"] % partitions
-            for index in np.unique(part):
-                rows[part == index].tofile(files[index])
-    finally:
-        for file in files:
-            file.close()
     dropped = np.zeros((manifest.num_rows + 7) // 8, dtype=np.uint8)
     count = 0
-    for index in range(partitions):
-        rows = np.fromfile(os.path.join(folder, f"{index}.bin"), _RECORD)
-        rows = rows[np.lexsort((rows["position"], rows["low"], rows["high"]))]
-        later = np.zeros(len(rows), dtype=bool)
-        later[1:] = (rows["high"][1:] == rows["high"][:-1]) & (rows["low"][1:] == rows["low"][:-1])
-        positions = rows["position"][later]
+    for later in later_records(lambda: _records(manifest, columns), manifest.num_rows, _RECORD):
+        positions = later["position"]
         np.bitwise_or.at(dropped, positions >> 3, (1 << (positions & 7)).astype(np.uint8))
         count += len(positions)
     return dropped, count
+
+
+def _records(manifest: Manifest, columns: list[str]) -> Iterator[np.ndarray]:
+    """The `(digest, position)` record of each row, a record batch at a time."""
+    position = 0
+    for batch in _batches(manifest, columns):
+        digests = np.frombuffer(b"".join(row_digests(batch, columns)), dtype=DIGEST_NUMBERS)
+        rows = np.empty(len(digests), _RECORD)
+        rows["high"], rows["low"] = digests["high"], digests["low"]
+        rows["position"] = np.arange(position, position + len(digests))
+        position += len(digests)
+        yield rows
 
 
 def _bits(bitmap: np.ndarray, start: int, count: int) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 
 from beam_shards import ArrowBackend, Features, Value, list_versions, read_metadata, verify, write_shards
 from beam_shards.cli.commands import main
-import beam_shards.versions.dedup as deduplicate_module
+from beam_shards.shards import duplicates
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,7 +34,7 @@ def _examples() -> list[dict]:
 @pytest.mark.parametrize("partition_bytes", [1 << 20, 200], ids=["one partition", "many partitions"])
 def test_dedup_publishes_the_first_of_each_row_in_order_and_keeps_the_old_version(tmp_path, capsys, monkeypatch,
                                                                                   partition_bytes):
-    monkeypatch.setattr(deduplicate_module, "PARTITION_BYTES", partition_bytes)
+    monkeypatch.setattr(duplicates, "PARTITION_BYTES", partition_bytes)
     examples = _examples()
     path = _cache(tmp_path, examples)
     old = read_metadata(path)
