@@ -6,7 +6,8 @@ The standard workload generated inside the pipeline into the sink, as bench_writ
   - flink_p1: a standalone Flink cluster (one JobManager, one TaskManager of 2 slots on
               127.0.0.1) at `--parallelism=1`, its Python workers in an EXTERNAL Beam
               worker pool, its jobs submitted through one Beam Flink job server;
-  - flink_p2: the same cluster at `--parallelism=2`.
+  - flink_p2: the same cluster at `--parallelism=2`;
+  - flink_p2_w2: the same with `--sdk_worker_parallelism=2`, a Python worker per slot.
 One cluster, job server and worker pool serve the whole benchmark: started once before
 the first run and stopped at its end, also on an error or Ctrl-C. An untimed job of 1,000
 rows runs first, so no timed run pays for the cluster's first job. Every run submits its
@@ -62,10 +63,13 @@ CONFIGS = {
     "fnapi": "FnApiRunner, in process",
     "flink_p1": "Flink cluster, parallelism 1",
     "flink_p2": "Flink cluster, parallelism 2",
+    "flink_p2_w2": "Flink, parallelism 2, 2 workers",
 }
-PARALLELISM = {"flink_p1": 1, "flink_p2": 2}
+FLAGS = {"flink_p1": ["--parallelism=1"], "flink_p2": ["--parallelism=2"],
+         "flink_p2_w2": ["--parallelism=2", "--sdk_worker_parallelism=2"]}
 # (what, against): ratios of rows/s.
-COMPARISONS = [("flink_p1", "fnapi"), ("flink_p2", "fnapi"), ("flink_p2", "flink_p1")]
+COMPARISONS = [("flink_p1", "fnapi"), ("flink_p2", "fnapi"), ("flink_p2_w2", "fnapi"), ("flink_p2", "flink_p1"),
+               ("flink_p2_w2", "flink_p1")]
 # How a run's process learns the Flink runner's flags (a JSON list); fnapi runs have none.
 OPTIONS_VARIABLE = "BENCH_FLINK_RUNNER_OPTIONS"
 ENVIRONMENT_CACHE_MILLIS = 30_000
@@ -155,12 +159,24 @@ class Sampler:
                 return
 
 
+# At 200,000 rows of this workload the tests' TaskManager (a 2 GB process, a 0.45 GB heap) ran out of heap
+# in a gRPC thread, and the job then hung rather than failed; with 6 GB it ran out of direct memory (the
+# gRPC data plane's buffers). A TaskManager of 6 GB with 1 GB of task off-heap memory runs it, and a JVM
+# that exits on an exception no thread caught makes such a run fail.
+CLUSTER_SETTINGS = {
+    "taskmanager": {"bind-host": "127.0.0.1", "host": "127.0.0.1", "numberOfTaskSlots": 2,
+                    "memory": {"process": {"size": "6144m"}, "network": {"min": "384m", "max": "384m"},
+                               "task": {"off-heap": {"size": "1024m"}}}},
+    "cluster": {"uncaught-exception-handling": "FAIL"},
+}
+
+
 @contextlib.contextmanager
 def flink_services(work: Path) -> Iterator[tuple[FlinkCluster, list[str], int]]:
     """The cluster, its job server and a worker pool, stopped on leaving; yields the cluster, the
     runner flags less `--parallelism`, and the worker pool's pid."""
     with contextlib.ExitStack() as stack:
-        cluster = start_cluster(flink_home(), work / "flink_cluster")
+        cluster = start_cluster(flink_home(), work / "flink_cluster", CLUSTER_SETTINGS)
         stack.callback(cluster.stop)
         job_server, job_server_process = start_job_server(job_server_jar(), cluster.rest, cluster.conf_dir)
         stack.callback(stop, job_server_process)
@@ -183,7 +199,7 @@ def measure(config: str, pool: workload.Pool, work: Path, num_examples: int, sha
     if config == "fnapi":
         return workload.run_fresh(command, out, config, dict(os.environ))
     cluster, options, pool_pid = flink
-    env = dict(os.environ, **{OPTIONS_VARIABLE: json.dumps([*options, f"--parallelism={PARALLELISM[config]}"])})
+    env = dict(os.environ, **{OPTIONS_VARIABLE: json.dumps([*options, *FLAGS[config]])})
     taskmanager = cluster.processes[1].pid
     try:
         with Sampler(taskmanager, pool_pid) as sampler:
