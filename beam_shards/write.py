@@ -15,7 +15,8 @@ from beam_shards.format.layout import LOCK_NAME, CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.progress import Progress
 from beam_shards.shards.options import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES, WriterOptions
-from beam_shards.shards.writer import ShardWriter, split_key
+from beam_shards.shards.writer import ShardWriter
+from beam_shards.shards.writer_inputs import split_key
 from beam_shards.storage import fs
 from beam_shards.versions.commit import abandon, check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage

@@ -27,7 +27,8 @@ from beam_shards.errors import EncodeError, best_effort
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.writer import BatchHook, ShardWriter, split_key
+from beam_shards.shards.writer import ShardWriter
+from beam_shards.shards.writer_inputs import BatchHook, split_key
 from beam_shards.storage import fs
 from beam_shards.versions.staging import staged_shards
 

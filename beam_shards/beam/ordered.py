@@ -57,7 +57,8 @@ from beam_shards.features import RESERVED_PREFIX, Features, Value
 from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.writer import EncodedRows, split_key
+from beam_shards.shards.writer import EncodedRows
+from beam_shards.shards.writer_inputs import split_key
 
 # Rows of a chunk, in batches: a chunk is held in memory while it is sorted and written.
 _CHUNK_BATCHES = 8

@@ -4,7 +4,7 @@ the digests of rows that deduplication compares, and the later rows of each dige
 from beam_shards.lazy import lazy_names
 
 _LAZY = {
-    "BatchHook": "beam_shards.shards.writer",
+    "BatchHook": "beam_shards.shards.writer_inputs",
     "later_records": "beam_shards.shards.duplicates",
     "file_overhead": "beam_shards.shards.merge",
     "is_small": "beam_shards.shards.merge",
@@ -21,7 +21,7 @@ _LAZY = {
     "ShardFile": "beam_shards.shards.shard_file",
     "EncodedRows": "beam_shards.shards.writer",
     "ShardWriter": "beam_shards.shards.writer",
-    "split_key": "beam_shards.shards.writer",
+    "split_key": "beam_shards.shards.writer_inputs",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY)

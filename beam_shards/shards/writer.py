@@ -7,7 +7,7 @@ decides where shards go (a local staging folder, or `FileSystems.create` on gs:/
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO, Callable, Protocol
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,7 @@ from beam_shards.shards.plain_rows import ENCODED, THREADED_ROWS, CheckedBatch, 
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.row_sizes import arrow_row_nbytes, holds_strings, plain_sizer, row_nbytes, values_nbytes
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
+from beam_shards.shards.writer_inputs import BatchHook
 
 # What ShardWriter calls for an example that does not fit, instead of raising: (example, key, error).
 OnBad = Callable[[Any, Any, EncodeError], None]
@@ -31,28 +32,6 @@ _MAX_STRING_BATCH_BYTES = 1 << 30
 # The footer repeats the schema and holds one 24-byte block entry per record batch.
 _FOOTER_FIXED_BYTES = 64
 _FOOTER_BLOCK_BYTES = 24
-
-
-class BatchHook(Protocol):
-    """What a `ShardWriter` tells of each record batch it is about to write (in the shards' column
-    types): `keep` returns the batch to write, which may leave rows out (a batch left empty is not
-    written), and `written` learns where that went: its shard's path and the row of that shard it
-    starts at."""
-
-    def keep(self, batch: pa.RecordBatch) -> pa.RecordBatch: ...
-
-    def written(self, path: str, first: int, batch: pa.RecordBatch) -> None: ...
-
-
-def split_key(item: Any, position: Any) -> tuple[Any, Any]:
-    """`(key, example)` for a `(key, example)` pair; `(position, item)` for anything else.
-
-    Any 2-tuple is taken as a pair: a tuple is never an example itself, so when its
-    second item is not a dict either, the error names the pair's key.
-    """
-    if isinstance(item, tuple) and len(item) == 2:
-        return item
-    return position, item
 
 
 class ShardWriter:
