@@ -10,12 +10,13 @@
   `BadInputError`, which such an input raises without `--skip_bad`.
 - `write`: `write_cache`, which checks `(where, example)` pairs (an example may be `Rows`
   of several) and hands them to the sink.
-- `running`: `run_pipeline`, and `main`/`run_script` for the command line.
+- `running`: `Conversion`, what a pipeline plans from its flags, `run_conversion`,
+  `run_conversions` (several in one Beam job), and `main`/`run_script` for the command line.
 - `report`: what a pipeline prints once its cache is published.
 
 A pipeline module builds an argument parser with `make_parser`, reads its flags with
-`parse_args`, and gives `run_pipeline` a function that turns its input into
-`(where, example)` pairs. `where`, a `Where`, is the example's key: rows are written in
+`parse_args`, and plans a `Conversion` (`plan(argv)`; `run(argv)` runs it) whose `read`
+turns its input into `(where, example)` pairs. `where`, a `Where`, is the example's key: rows are written in
 its order (input file, then position), and every error names the input by it
 ("data.csv, line 7").
 """
@@ -24,11 +25,11 @@ from pipelines.bad_inputs import BadInputError, Malformed
 from pipelines.flags import IMAGE_EXTENSIONS, input_files, input_uri, load_features, make_parser, parse_args
 from pipelines.inference import class_label_of_values, given_features, infer_from_rows, inferring
 from pipelines.report import report
-from pipelines.running import main, run_pipeline, run_script
+from pipelines.running import Conversion, main, run_conversion, run_conversions, run_script
 from pipelines.write import Rows, write_cache
 
 __all__ = [
-    "BadInputError", "IMAGE_EXTENSIONS", "Malformed", "Rows", "class_label_of_values", "given_features",
+    "BadInputError", "Conversion", "IMAGE_EXTENSIONS", "Malformed", "Rows", "class_label_of_values", "given_features",
     "infer_from_rows", "inferring", "input_files", "input_uri", "load_features", "main", "make_parser", "parse_args",
-    "report", "run_pipeline", "run_script", "write_cache",
+    "report", "run_conversion", "run_conversions", "run_script", "write_cache",
 ]

@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the demo pipeline with command-line flags `argv`; returns the published manifest."""
+    return common.run_conversion(plan(argv))
+
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The demo conversion the command-line flags `argv` ask for, ready to run."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
     if args.image_size < 8:
@@ -121,7 +126,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                 | "Spread" >> beam.Reshuffle()
                 | "Draw" >> beam.FlatMap(_examples, args.num_examples, args.image_size))
 
-    return common.run_pipeline(options, args, read, FEATURES, {"pipeline": "demo", "num_examples": args.num_examples})
+    return common.Conversion(options, args, read, FEATURES, {"pipeline": "demo", "num_examples": args.num_examples})
 
 
 if __name__ == "__main__":

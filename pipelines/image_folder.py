@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+    return common.run_conversion(plan(argv))
+
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The conversion the command-line flags `argv` ask for, ready to run."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
     root = common.input_uri(args.input)
@@ -185,7 +190,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                 | "ListImages" >> beam.FlatMap(class_examples, prefix, extensions, excluded)
                 | "Spread" >> beam.Reshuffle())
 
-    return common.run_pipeline(options, args, read, features, {"pipeline": "image_folder", "input": args.input,
+    return common.Conversion(options, args, read, features, {"pipeline": "image_folder", "input": args.input,
                                                                    **({"left_out": left_out} if left_out else {})})
 
 

@@ -120,6 +120,7 @@ FORMAT = tabular.TabularFormat(
 
 
 build_parser = FORMAT.build_parser
+plan = FORMAT.plan
 run = FORMAT.run
 
 

@@ -262,6 +262,11 @@ def _check_columns(parser: argparse.ArgumentParser, columns: Sequence[str] | Non
 
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+    return common.run_conversion(plan(argv))
+
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The conversion the command-line flags `argv` ask for, ready to run."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
     try:
@@ -318,7 +323,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                 | "Spread" >> beam.Reshuffle()
                 | "ReadRowGroups" >> beam.ParDo(_ReadRowGroupFn(features, args.batch_size)))
 
-    return common.run_pipeline(options, args, read, features, {"pipeline": "parquet", "input": args.input})
+    return common.Conversion(options, args, read, features, {"pipeline": "parquet", "input": args.input})
 
 
 if __name__ == "__main__":

@@ -83,7 +83,11 @@ class TabularFormat:
 
     def run(self, argv: Sequence[str] | None = None) -> Manifest:
         """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-        return run(self, self.build_parser(), argv)
+        return common.run_conversion(self.plan(argv))
+
+    def plan(self, argv: Sequence[str] | None = None) -> common.Conversion:
+        """The conversion the command-line flags `argv` ask for, ready to run."""
+        return plan(self, self.build_parser(), argv)
 
     def __repr__(self) -> str:
         return f"TabularFormat({self.name!r})"
@@ -206,8 +210,8 @@ def say_widened(widened: list[str]) -> None:
         say(f"Widened column {line}")
 
 
-def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Manifest:
-    """Runs the index-file pipeline of `tabular` with command-line flags `argv`.
+def plan(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> common.Conversion:
+    """The conversion of the index-file pipeline of `tabular` with command-line flags `argv`.
 
     Without `--features` or `--infer_rows`, the features are a Beam combine of the summaries
     of the raw batches the cast reads too: every row is read once.
@@ -236,11 +240,9 @@ def run(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[
                 | "Features" >> beam.Map(_features, tabular, files, summarize))
         return batches | "Cast" >> beam.ParDo(cast, beam.pvalue.AsSingleton(made)), made
 
-    metadata = {"pipeline": tabular.name, "input": args.input}
-    if features is not None:
-        return common.run_pipeline(options, args, read, features, metadata)
-    try:
-        return common.run_pipeline(options, args, read, None, metadata)
-    except InferenceError as error:  # Beam names its step in the message
-        with common.inferring(parser, files):
-            raise FeatureError(without_beam_step(str(error))) from None
+    def explain(error: Exception) -> None:
+        if features is None and isinstance(error, InferenceError):  # Beam names its step in the message
+            with common.inferring(parser, files):
+                raise FeatureError(without_beam_step(str(error))) from None
+
+    return common.Conversion(options, args, read, features, {"pipeline": tabular.name, "input": args.input}, explain)

@@ -233,6 +233,11 @@ def _plain_input(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+    return common.run_conversion(plan(argv))
+
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The conversion the command-line flags `argv` ask for, ready to run."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
     compression = tfrecord_io.COMPRESSIONS[args.input_compression]
@@ -279,7 +284,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
                                                             batch_bytes=DEFAULT_BATCH_BYTES)
                 | "ToExamples" >> beam.ParDo(_ToExamplesFn(features, decoders)))
 
-    return common.run_pipeline(options, args, read, features, metadata)
+    return common.Conversion(options, args, read, features, metadata)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The pipelines' write step (`write_cache`, `run_pipeline`) with features made when the pipeline runs."""
+"""The pipelines' write step (`write_cache`, `run_conversion`) with features made when the pipeline runs."""
 
 from __future__ import annotations
 
@@ -69,22 +69,22 @@ def test_write_cache_checks_rows_against_features_made_when_the_pipeline_runs(tm
         assert sorted(written["given"][0]) == sorted(texts)
 
 
-def test_run_pipeline_takes_features_from_read(tmp_path):
+def test_run_conversion_takes_features_from_read(tmp_path):
     args, pipeline_options = _args(tmp_path / "out")
 
     def read(pipeline):
         pairs = pipeline | "Inputs" >> beam.Create(_inputs()[:21])
         return pairs, pairs | "Infer" >> beam.CombineGlobally(lambda seen: FEATURES)
 
-    manifest = running.run_pipeline(pipeline_options, args, read, None, {"pipeline": "test"})
+    manifest = running.run_conversion(running.Conversion(pipeline_options, args, read, None, {"pipeline": "test"}))
     assert manifest.num_rows == 30 and manifest.features == FEATURES
     assert _texts(args.output) == [f"row {i}" for i in range(30)]
 
     with pytest.raises(ValueError, match="not both"):
-        running.run_pipeline(pipeline_options, args, read, FEATURES, {})
+        running.run_conversion(running.Conversion(pipeline_options, args, read, FEATURES, {}))
 
 
-def test_run_pipeline_refuses_an_append_of_other_features_made_when_it_runs_and_cleans_up(tmp_path):
+def test_run_conversion_refuses_an_append_of_other_features_made_when_it_runs_and_cleans_up(tmp_path):
     out = str(tmp_path / "out")
     write_shards([{"n": 1}], out, Features({"n": Value("int32")}))
     args, pipeline_options = _args(out, "--mode", "append")
@@ -94,7 +94,7 @@ def test_run_pipeline_refuses_an_append_of_other_features_made_when_it_runs_and_
         return pairs, pipeline | "Infer" >> beam.Create([FEATURES])
 
     with pytest.raises(SchemaMismatchError, match="cannot append to the cache"):
-        running.run_pipeline(pipeline_options, args, read, None, {})
+        running.run_conversion(running.Conversion(pipeline_options, args, read, None, {}))
     assert [m.version for m in list_versions(out)] == [1]
     staging = os.path.join(out, STAGING_DIR)
     assert not os.path.exists(staging) or not os.listdir(staging)

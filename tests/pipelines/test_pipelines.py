@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import io
@@ -234,12 +233,14 @@ def test_progress_counts_every_row_whichever_worker_reads_it(tmp_path, monkeypat
 def test_no_progress_is_counted_when_the_workers_run_elsewhere(monkeypatch):
     monkeypatch.setattr(running, "workers_on_this_machine", lambda options: False)
     seen = []
-    monkeypatch.setattr(running, "write_cache", lambda *args: seen.append(args[-1]))
-    monkeypatch.setattr(running.beam, "Pipeline", lambda options: contextlib.nullcontext())
+    monkeypatch.setattr(running, "write_cache", lambda examples, *args: seen.append(args[-1]) or examples)
+    local_pipeline = running.beam.Pipeline
+    monkeypatch.setattr(running.beam, "Pipeline", lambda options: local_pipeline(runner="FnApiRunner"))
     parser = common.make_parser("x", "test")
     args, options_ = common.parse_args(parser, ["--output", "gs://b/o", "--runner=DataflowRunner"])
     monkeypatch.setattr(running, "find_published", lambda *args: "manifest")
-    assert common.run_pipeline(options_, args, lambda p: None, None, {}) == "manifest"
+    read = lambda pipeline: pipeline | beam.Create([])  # noqa: E731
+    assert common.run_conversion(common.Conversion(options_, args, read, None, {})) == "manifest"
     assert seen == [None]
 
 
