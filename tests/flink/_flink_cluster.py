@@ -56,6 +56,16 @@ class FlinkCluster:
         with urllib.request.urlopen(f"http://{self.rest}/jobs/overview", timeout=5) as response:
             return json.load(response)["jobs"]
 
+    def running_vertices(self) -> list[str]:
+        """The names of the RUNNING vertices (fused steps) of every running job."""
+        names = []
+        for job in self.jobs():
+            if job["state"] == "RUNNING":
+                with urllib.request.urlopen(f"http://{self.rest}/jobs/{job['jid']}", timeout=5) as response:
+                    names += [vertex["name"] for vertex in json.load(response)["vertices"]
+                              if vertex["status"] == "RUNNING"]
+        return names
+
     def exceptions(self, job_id: str) -> list[str]:
         """The failures Flink recorded for a job (its exception history), each as the exception's text."""
         with urllib.request.urlopen(f"http://{self.rest}/jobs/{job_id}/exceptions", timeout=5) as response:
@@ -84,11 +94,13 @@ def write_conf(flink_home: pathlib.Path, conf_dir: pathlib.Path, settings: dict 
     conf.update({
         "jobmanager": {"bind-host": "127.0.0.1", "rpc": {"address": "127.0.0.1", "port": free_port()},
                        "memory": {"process": {"size": "1024m"}}},
-        # A batch job's blocking result partition takes 512 network buffers (sort-shuffle's
-        # minimum), and a pipeline with --skip_bad has more partitions than Flink's default 10%
-        # of the memory holds ("Insufficient number of network buffers").
+        # A batch job's blocking result partition takes sort-shuffle's minimum of network buffers
+        # (512 by default), and a job holding every conversion pipeline, --skip_bad and all, has
+        # more partitions at once than Flink's default 10% of the memory holds ("Insufficient
+        # number of network buffers"): 384 MB of network memory, and 64 buffers a partition.
         "taskmanager": {"bind-host": "127.0.0.1", "host": "127.0.0.1", "numberOfTaskSlots": SLOTS,
-                        "memory": {"process": {"size": "2048m"}, "network": {"min": "384m", "max": "384m"}}},
+                        "memory": {"process": {"size": "2048m"}, "network": {"min": "384m", "max": "384m"}},
+                        "network": {"sort-shuffle": {"min-buffers": 64}}},
         "rest": {"address": "127.0.0.1", "bind-address": "127.0.0.1", "port": rest_port},
         "parallelism": {"default": SLOTS},
         "io": {"tmp": {"dirs": str(conf_dir / "tmp")}},

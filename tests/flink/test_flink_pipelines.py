@@ -1,30 +1,41 @@
-"""Every conversion pipeline on the standalone Flink cluster (parallelism 2, an EXTERNAL worker pool),
-its input holding a few bad rows, run with `--skip_bad`: the shards are the FnApiRunner's bytes, the
-dead-letter list beside the cache is the FnApiRunner's, and `beam-shards verify` passes.
+"""Every conversion pipeline on Flink, on `[local]` and on the standalone cluster (parallelism 2, an
+EXTERNAL worker pool): the shards are the FnApiRunner's bytes, the dead-letter list beside the cache
+is the FnApiRunner's, and `beam-shards verify` passes.
 
-One cluster job per pipeline on the small inputs `tests/pipelines` builds: the cluster's job
-server and worker pool are the session's, so a job costs its own seconds only (the `[local]`
-runner, a job server per job, runs the demo in `test_flink_runs`).
+The inputs are the small ones `tests/pipelines` builds; five of them hold two bad rows each
+and run with `--skip_bad`. On the cluster the demo writes to `s3://` (moto's server), its
+workers reaching the store through Beam's S3 pipeline options alone, as workers on a real
+cluster would. Each pipeline's conversion is planned from its flags (`plan(argv)`), and all
+of them run as one Flink job per runner (`run_conversions`): a job costs tens of seconds
+of JVM time whatever it holds, and the steps of one conversion are the same in a job of
+their own. The FnApiRunner's outputs come from each pipeline's `run(argv)`, one job each.
+One test per runner checks every pipeline, so that no job runs twice when pytest-xdist
+gives a module's tests to several workers.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.io.filesystems import FileSystems
 
 from beam_shards import Features, Image, Value
 from beam_shards.cli import main as beam_shards_cli
 from beam_shards.versions import read_bad_inputs
+from pipelines import csv, demo, image_folder, jsonl, parquet, tfrecord
+from pipelines.common import run_conversions
 
+from _stores import BUCKET, STORE_VARIABLES
 from _support import png
 from test_deterministic import shard_digests
 from test_pipelines_deterministic import PIPELINES, ROWS, SMALL
 from test_tfrecord import flip_byte, row, write as write_tfrecord
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 SKIP_BAD = ["--skip_bad", "--max_bad", "10"]
 
@@ -33,20 +44,20 @@ def _bad_csv(root) -> list[str]:
     with open(root / "part-0.csv", "a") as handle:
         handle.write("img/1.png,cat\n"              # a field missing: the reader's bad input
                      "img/missing.png,dog,1000\n")  # no such image: the sink's
-    return []
+    return SKIP_BAD
 
 
 def _bad_jsonl(root) -> list[str]:
     with open(root / "part-1.jsonl", "a") as handle:
         handle.write('{"image": "img/2.png", "n": \n'
                      + json.dumps({"image": "img/missing.png", "n": 1000, "tags": []}) + "\n")
-    return []
+    return SKIP_BAD
 
 
 def _bad_image_folder(root) -> list[str]:
     (root / "train" / "bee" / "0500.jpg").write_bytes(b"not an image")
     (root / "train" / "cow" / "deeper" / "0501.jpg").write_bytes(png(3, size=8)[:-20])
-    return []
+    return SKIP_BAD
 
 
 def _bad_parquet(root) -> list[str]:
@@ -56,7 +67,7 @@ def _bad_parquet(root) -> list[str]:
     # Images by the features, so the sink refuses what does not decode.
     features = Features({"image": Image(), "n": Value("int64"), "text": Value("string")})
     (root / "features.json").write_text(json.dumps(features.to_dict()))
-    return ["--features", str(root / "features.json")]
+    return [*SKIP_BAD, "--features", str(root / "features.json")]
 
 
 def _bad_tfrecord(root) -> list[str]:
@@ -64,13 +75,15 @@ def _bad_tfrecord(root) -> list[str]:
     offsets = write_tfrecord(path, [row(1000), row(1001)])
     for offset in offsets:
         flip_byte(path, offset + 12 + 30)  # inside the record: its CRC no longer matches
-    return []
+    return SKIP_BAD
 
 
-# Each adds 2 bad rows to the pipeline's input; returns the flags they need.
+# Each adds its bad rows to the pipeline's input; returns the flags they need.
 BAD_ROWS = {"csv": _bad_csv, "jsonl": _bad_jsonl, "image_folder": _bad_image_folder, "parquet": _bad_parquet,
-            "tfrecord": _bad_tfrecord}
-BAD = 2
+            "tfrecord": _bad_tfrecord, "demo": lambda root: []}
+BAD = {"csv": 2, "jsonl": 2, "image_folder": 2, "parquet": 2, "tfrecord": 2, "demo": 0}
+PLANS = {"csv": csv.plan, "jsonl": jsonl.plan, "image_folder": image_folder.plan, "parquet": parquet.plan,
+         "tfrecord": tfrecord.plan, "demo": demo.plan}
 
 
 def _bad_inputs(path: str) -> list[dict]:
@@ -78,19 +91,49 @@ def _bad_inputs(path: str) -> list[dict]:
     return [{key: value for key, value in record.items() if key != "write_id"} for record in read_bad_inputs(path)]
 
 
-@pytest.mark.parametrize("name", BAD_ROWS)
-def test_a_pipeline_with_bad_rows_on_the_cluster_writes_the_fnapi_runners_shards_and_list(
-        name, flink_cluster_options, tmp_path):
-    run, make_input = PIPELINES[name]
-    (tmp_path / "in").mkdir()
-    argv = make_input(tmp_path / "in") + SMALL + SKIP_BAD
-    argv += BAD_ROWS[name](tmp_path / "in")
-    expected, output = str(tmp_path / "fnapi"), str(tmp_path / "flink")
-    on_fnapi = run([*argv, "--output", expected, "--runner=FnApiRunner"])
-    assert on_fnapi.num_rows == ROWS[name] and len(_bad_inputs(expected)) == BAD, (on_fnapi, _bad_inputs(expected))
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, list[str]]:
+    """Each pipeline's flags but its output, its input holding its bad rows."""
+    flags = {}
+    for name in PLANS:
+        root = tmp_path_factory.mktemp(f"in_{name}")
+        flags[name] = PIPELINES[name][1](root) + SMALL + BAD_ROWS[name](root)
+    return flags
 
-    manifest = run([*argv, "--output", output, *flink_cluster_options])
-    assert manifest.num_rows == ROWS[name] and manifest.num_shards >= 3, manifest
-    assert shard_digests(output) == shard_digests(expected)
-    assert _bad_inputs(output) == _bad_inputs(expected)
-    assert beam_shards_cli(["verify", output]) == 0, f"beam-shards verify {output} failed"
+
+@pytest.fixture(scope="module")
+def on_fnapi(inputs, tmp_path_factory) -> dict[str, tuple[list[str], list[dict]]]:
+    """Each pipeline's shard digests and dead-letter list from its own run on the FnApiRunner."""
+    written = {}
+    for name, flags in inputs.items():
+        output = str(tmp_path_factory.mktemp("fnapi") / name)
+        manifest = PIPELINES[name][0]([*flags, "--output", output, "--runner=FnApiRunner"])
+        assert manifest.num_rows == ROWS[name] and len(_bad_inputs(output)) == BAD[name], (manifest, output)
+        written[name] = (shard_digests(output), _bad_inputs(output))
+    return written
+
+
+def test_every_pipeline_on_flink_writes_the_fnapi_runners_shards_and_dead_letters(
+        flink_options, on_fnapi, inputs, request, tmp_path, monkeypatch):
+    """One Flink job holding every pipeline's conversion, on `[local]`, then on the cluster (the demo's to `s3://`)."""
+    outputs = {name: str(tmp_path / name) for name in PLANS}
+    options = flink_options
+    if request.node.callspec.params["flink_options"] == "cluster":
+        server = request.getfixturevalue("s3_server")
+        options = [*flink_options, *server.s3_flags()]
+        outputs["demo"] = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/demo"
+    for variable in STORE_VARIABLES:  # the store is reached through the options alone
+        monkeypatch.delenv(variable, raising=False)
+    manifests = run_conversions([PLANS[name]([*flags, "--output", outputs[name], *options])
+                                 for name, flags in inputs.items()])
+
+    if outputs["demo"].startswith("s3://"):
+        for variable, value in request.getfixturevalue("s3_server").env().items():
+            monkeypatch.setenv(variable, value)
+        monkeypatch.setattr(FileSystems, "_pipeline_options", None)
+    written = {name: (manifest.num_rows, manifest.num_shards >= 3, shard_digests(outputs[name]),
+                      _bad_inputs(outputs[name]), beam_shards_cli(["verify", outputs[name]]))
+               for name, manifest in zip(inputs, manifests)}
+    expected = {name: (ROWS[name], True, *on_fnapi[name], 0) for name in PLANS}
+    wrong = [name for name in PLANS if written[name] != expected[name]]
+    assert not wrong, {name: (written[name], expected[name]) for name in wrong}

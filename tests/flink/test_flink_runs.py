@@ -1,9 +1,9 @@
-"""The pipelines and the sink and source on Apache Flink: an embedded Flink (`[local]`) and a standalone
-cluster at parallelism 2 with its Python workers in a worker pool.
+"""The sink and source in a pipeline of the tests' own on Apache Flink: an embedded Flink (`[local]`)
+and a standalone cluster at parallelism 2 with its Python workers in a worker pool.
 
-A deterministic write gives the FnApiRunner's shard bytes; a plain write keeps every row
-once; `beam-shards verify` passes on what each published. One Flink job per case, on
-small inputs: each job costs seconds of JVM time.
+A cache read, shuffled and written again (not deterministically) keeps every row once, in
+shards of the contract's sizes whatever Flink's bundles, and `beam-shards verify` passes
+on it. The conversion pipelines' runs are `test_flink_pipelines`'.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ from beam_shards import Features, ReadFromArrowShards, Value, WriteToArrowShards
 from beam_shards.cli import main as beam_shards_cli
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.shards.merge import is_small
-from pipelines import demo
-
-from test_deterministic import shard_digests
 
 pytestmark = pytest.mark.timeout(600)
 
-DEMO = ["--num_examples", "300", "--image_size", "8", "--shard_size", "8KB", "--batch_size", "16", "--progress", "0"]
 FEATURES = Features({"id": Value("int64"), "text": Value("string"), "data": Value("binary")})
 ROWS = 3000
 SHARD_BYTES = 16 << 10
@@ -35,23 +31,6 @@ def _verified(path: str) -> None:
 def _rows(path: str) -> list[tuple]:
     table = ArrowBackend.open(path).slice(0, read_metadata(path).num_rows)
     return list(zip(*(table.column(name).to_pylist() for name in FEATURES)))
-
-
-@pytest.fixture(scope="module")
-def demo_on_fnapi(tmp_path_factory) -> list[str]:
-    """The demo's shard digests from the FnApiRunner, which every Flink run must match."""
-    output = str(tmp_path_factory.mktemp("fnapi") / "demo")
-    demo.run([*DEMO, "--output", output, "--runner=FnApiRunner"])
-    return shard_digests(output)
-
-
-def test_the_demo_on_flink_writes_the_fnapi_runners_bytes(flink_local_options, demo_on_fnapi, tmp_path):
-    """On `[local]`; the cluster's run of the demo is `test_flink_s3`'s, which writes it to `s3://`."""
-    output = str(tmp_path / "demo")
-    manifest = demo.run([*DEMO, "--output", output, *flink_local_options])
-    assert manifest.num_rows == 300 and manifest.num_shards >= 3, manifest
-    assert shard_digests(output) == demo_on_fnapi
-    _verified(output)
 
 
 def test_a_cache_read_and_written_again_on_flink_keeps_every_row_once(flink_options, tmp_path):

@@ -7,8 +7,9 @@ The strategy is the cluster's (`restart-strategy` in its configuration): Beam's 
 `--number_of_execution_retries` did not reach this portable job (Flink answered the kill with
 "Recovery is suppressed by NoRestartBackoffTimeStrategy").
 
-The kill lands mid-step: the step's files were seen under the cache, nothing was published yet,
-the job was running, and Flink's exception history records the failure the kill caused.
+The kill lands mid-step: the step's files were seen under the cache (for the merge, Flink was
+running the step's vertex), nothing was published yet, the job was running, and Flink's
+exception history records the failure the kill caused.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from beam_shards.cli import main as beam_shards_cli
 from beam_shards.versions.gc import Retention, collect_garbage, find_garbage
 from pipelines import demo
 
-from _flink_cluster import SLOTS, start_cluster, start_job_server
+from _flink_cluster import SLOTS, FlinkCluster, start_cluster, start_job_server
 from _services import stop
 from conftest import ENVIRONMENT_CACHE_MILLIS
 from test_deterministic import shard_digests
@@ -45,8 +46,10 @@ DEMO = ["--num_examples", str(ROWS), "--image_size", "8", "--shard_size", "8KB",
 FAULT_SETTINGS = {"heartbeat": {"interval": 1000, "timeout": 8000},
                   "restart-strategy": {"type": "fixed-delay", "fixed-delay": {"attempts": 3, "delay": "2 s"}}}
 # What shows each step running: a bundle's staged shard (the cache's _staging/<write id>/<attempt>/);
+# Flink running the step that merges small shards (its vertex's name holds the step's label);
 # a shard moved into place by finalize (before it writes the version and _metadata.json).
-STEPS = {"bundles": "_staging/*/*/*.arrow", "finalize": "shard-*.arrow"}
+STAGED, MERGING, MOVED = "_staging/*/*/*.arrow", "MergeBins", "shard-*.arrow"
+STEPS = {"bundles": STAGED, "merge": MERGING, "finalize": MOVED}
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +73,14 @@ def _run_in_thread(argv: list[str]) -> tuple[threading.Thread, dict]:
     return thread, outcome
 
 
-def _wait_for(pattern: str, thread: threading.Thread, seconds: float) -> list[str]:
+def _wait_for(step: str, output: str, cluster: FlinkCluster, thread: threading.Thread, seconds: float) -> list[str]:
+    """What shows `step` running (files it wrote, or Flink's running vertices), once there is any."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and thread.is_alive():
-        found = glob.glob(pattern)
+        if STEPS[step] == MERGING:
+            found = [name for name in cluster.running_vertices() if MERGING in name]
+        else:
+            found = glob.glob(os.path.join(output, STEPS[step]))
         if found:
             return found
         time.sleep(0.05)
@@ -92,7 +99,7 @@ def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink
                 f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={beam_worker_pool}",
                 f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
         thread, outcome = _run_in_thread(argv)
-        evidence = _wait_for(os.path.join(output, STEPS[step]), thread, 600)
+        evidence = _wait_for(step, output, cluster, thread, 600)
         published = os.path.exists(os.path.join(output, "_metadata.json"))
         running = [job for job in cluster.jobs() if job["state"] == "RUNNING"]
         taskmanager = cluster.processes[1]
