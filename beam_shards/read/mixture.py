@@ -10,7 +10,7 @@ import numpy as np
 
 from beam_shards.errors import SchemaMismatchError
 from beam_shards.features import Features, Value
-from beam_shards.read.dataset import ShardedDataset
+from beam_shards.read.dataset import ShardedDataset, read_together
 from beam_shards.read.indexing import check_index, check_indices, check_slice
 from beam_shards.read.mixture_plan import EpochSlots, apportion, stream_position, stream_positions, stream_table
 from beam_shards.read.mixture_streams import SourceStreams
@@ -95,6 +95,7 @@ class Mixture:
                              "give another name with source_column=")
         self._source_column = source_column
         self._sources = [dataset.select_columns(self._columns) for dataset in datasets]
+        self._alike = all(source._reads_like(self._sources[0]) for source in self._sources)
         self._lengths = [len(dataset) for dataset in self._sources]
         for name, length in zip(self._names, self._lengths):
             if length == 0:
@@ -192,10 +193,12 @@ class Mixture:
         return sources, self._streams.rows(stream, sources)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
-        """The rows at `indices` (torch's batched fetch): each source's in one fetch of its own.
+        """The rows at `indices` (torch's batched fetch).
 
-        A batch's fixed cost is paid by each source's fetch, so the rows the plan computed
-        (in range by construction) are read without their indices checked again.
+        Sources that give their rows alike (`ShardedDataset._reads_like`) are read in one pass,
+        whose rows are built, made writable and named at once, as one cache's read builds its
+        rows; others each in one fetch of their own. The rows the plan computed (in range by
+        construction) are read without their indices checked again.
         """
         indices = check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT)
         block = int(indices[0]) >> _BLOCK_BITS if len(indices) else -1
@@ -207,6 +210,12 @@ class Mixture:
             sources, rows = self._plan(indices)
         if len(self._sources) == 1:
             return self._named(self._sources[0]._read_positions(rows), 0)
+        if self._alike:  # one read across the sources, its rows built at once and named in one pass
+            together = read_together(self._sources, sources, rows)
+            column = self._source_column
+            for row, name in zip(together, map(self._names.__getitem__, sources.tolist())):
+                row[column] = name
+            return together
         order = sources.argsort(kind="stable")  # each source's indices together, in their order
         rows = rows.take(order)
         ends = np.bincount(sources, minlength=len(self._sources)).cumsum().tolist()
