@@ -21,9 +21,12 @@ from beam_shards.read.saved_state import is_int
 _LIMIT = 1 << 62
 _MAX_SEED = (1 << 63) - 1
 _CHUNK = 256  # rows read at once by iteration
-# Reads in order (a sampler without shuffle, iteration) take their plan from a block of this many
-# consecutive indices, planned at once on the block's second read in a row.
-_BLOCK_BITS = 14
+# Single reads in order (a sampler without shuffle) take their plan from a block of this many
+# consecutive indices, planned at once on the block's second read in a row. A block costs about what
+# a batch's plan costs per index, so a batch uses a block planned already but never plans one: that
+# would plan indices no one may read (a DataLoader worker reads every k-th batch, a rank every k-th
+# index), and a short run in order would plan a whole block for a part of it.
+_BLOCK_BITS = 12
 _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 _NO_BLOCK = (-1, np.zeros(0, np.int64), np.zeros(0, np.int64), [], [])
 
@@ -201,11 +204,11 @@ class Mixture:
         construction) are read without their indices checked again.
         """
         indices = check_indices(indices, self._epoch_size, "mixture", limit=_LIMIT)
-        block = int(indices[0]) >> _BLOCK_BITS if len(indices) else -1
-        if len(indices) and int(indices.max()) >> _BLOCK_BITS == block and int(indices.min()) >> _BLOCK_BITS == block \
-                and (block == self._block[0] or self._planned_block(block)):
-            _, planned_sources, planned_rows, _, _ = self._block
-            sources, rows = planned_sources[indices & _BLOCK_MASK], planned_rows[indices & _BLOCK_MASK]
+        block, planned_sources, planned_rows, _, _ = self._block
+        if len(indices) and int(indices[0]) >> _BLOCK_BITS == block and int(indices.max()) >> _BLOCK_BITS == block \
+                and int(indices.min()) >> _BLOCK_BITS == block:
+            within = indices & _BLOCK_MASK
+            sources, rows = planned_sources.take(within), planned_rows.take(within)
         else:
             sources, rows = self._plan(indices)
         if len(self._sources) == 1:
