@@ -1,6 +1,5 @@
-"""Single reads in order take a mixture's plan from a block of consecutive indices, planned at once (batches
-use one but plan none): they read the rows reads at random read, across blocks and epochs, and a copy for a
-worker leaves the block behind."""
+"""Reads in order take a mixture's plan from a block of consecutive indices, planned at once: they read
+the rows reads at random read, across blocks and epochs, and a copy for a worker leaves the block behind."""
 
 from __future__ import annotations
 
@@ -54,12 +53,10 @@ def test_reads_in_order_read_what_reads_at_random_read(caches, small_blocks, wei
     assert in_order.__getitems__(indices[::-1]) == expected[::-1]  # across blocks: planned as given
 
 
-def test_a_batch_in_the_planned_block_reads_from_it_and_batches_plan_none(caches, small_blocks):
+def test_a_batch_in_the_planned_block_reads_from_it(caches, small_blocks):
     mixture = Mixture(dict(zip(caches, [0.5, 0.3, 0.2])), epoch_size=37, seed=3)
     mixture.__getitems__([16, 17])
     mixture.__getitems__([18, 19])
-    assert mixture._block[0] == -1, "batches in order planned a block"
-    mixture[16], mixture[17]
     assert mixture._block[0] == 1
     planned = mixture._block[3][:]
     mixture._block[3][:] = [0] * len(planned)  # single reads would now read source 0; batches use the arrays
