@@ -16,7 +16,7 @@ from beam_shards.hf.to_datasets import hf_dataset
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
 from beam_shards.read.indexing import check_index, check_indices, check_slice
-from beam_shards.read.open_shard import readers_of, rows_of
+from beam_shards.read.open_shard import Readers, readers_of, rows_of
 from beam_shards.read.row_identity import rows_name
 
 
@@ -231,7 +231,7 @@ def read_together(datasets: Sequence[ShardedDataset], owners: np.ndarray, positi
     built and made writable at once, as one dataset's read does (the datasets `_reads_like` each other)."""
     first = datasets[0]
     which, within = np.empty_like(positions), np.empty_like(positions)
-    readers: list[Any] = []
+    readers: list[Readers | None] = []
     for owner, dataset in enumerate(datasets):
         places = np.flatnonzero(owners == owner)
         if len(places):
