@@ -20,7 +20,7 @@ from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import ShardInfo, ShardTable
 from beam_shards.read.indexing import as_int, check_index, check_indices
-from beam_shards.read.open_shard import CachedBatch, OpenShard
+from beam_shards.read.open_shard import CachedBatch, OpenShard, readers_of, rows_of
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.storage.disk_cache import DiskCache
 
@@ -193,9 +193,10 @@ class ArrowBackend:
             return self._schema.empty_table()
         if len(idx) > 1 and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
             return self.slice(int(idx[0]), len(idx))
-        batches, which, positions = self._route(idx)
+        batches, which, positions = self.route(idx)
         arrow = [None if batch is None else batch.batch for batch in batches]
-        pieces = list(map(pa.RecordBatch.slice, map(arrow.__getitem__, which), positions, itertools.repeat(1)))
+        pieces = list(map(pa.RecordBatch.slice, map(arrow.__getitem__, which.tolist()), positions.tolist(),
+                          itertools.repeat(1)))
         # Without a schema to check against, the batches of one shard share theirs and compare by identity.
         table = pa.Table.from_batches(pieces)
         return table if table.schema.equals(self._schema, check_metadata=True) else table.cast(self._schema)
@@ -204,15 +205,13 @@ class ArrowBackend:
         """`read_row` for each of `indices` (int64, in range, not checked), routed together."""
         if len(indices) == 0:
             return []
-        batches, which, positions = self._route(indices)
-        readers = [None if batch is None else batch.readers(self.features, image_mode, columns) for batch in batches]
-        return [{name: read(p) for name, read in readers[w]} for w, p in zip(which, positions)]
+        batches, which, positions = self.route(indices)
+        return rows_of(readers_of(batches, self.features, image_mode, columns), which.tolist(), positions.tolist())
 
-    def _route(self, idx: np.ndarray) -> tuple[list[CachedBatch | None], list[int], list[int]]:
-        """The batches of the shards holding rows `idx` (None for those no row is in), and for each row
-        the batch (an index into them) and its position there.
-
-        Opens each shard once, in shard order, and reads each batch once. Rows are routed
+    def route(self, idx: np.ndarray) -> tuple[list[CachedBatch | None], np.ndarray, np.ndarray]:
+        """The batches of the shards holding rows `idx` (int64, in range, not checked; None for the
+        batches no row is in), and for each row its batch (an index into them) and its position there
+        (int64 arrays). Opens each shard once, in shard order, reads each batch once, and routes rows
         by one search over the first rows of every batch of the shards touched.
         """
         # A fixed cost of each read: a batch of a mixture pays it once per source, so a one-shard
@@ -221,7 +220,7 @@ class ArrowBackend:
         shards = [self._shard(shard_id) for shard_id in shard_ids]
         firsts = shards[0].firsts if len(shards) == 1 else np.concatenate([shard.firsts for shard in shards])
         slot = firsts.searchsorted(idx, side="right") - 1
-        positions = (idx - firsts[slot]).tolist()
+        positions = idx - firsts[slot]
         used = np.flatnonzero(np.bincount(slot, minlength=len(firsts))).tolist()
         # Batches of mapped shards read before are picked up as they are; one not read yet, or of a
         # resident shard (its LRU marks it used), goes through `_batch`.
@@ -234,7 +233,7 @@ class ArrowBackend:
             owners = (np.searchsorted(bases, used, side="right") - 1).tolist()
             for k, s in zip(owners, used):
                 batches[s] = self._batch(shard_ids[k], shards[k], s - int(bases[k]))
-        return batches, slot.tolist(), positions
+        return batches, slot, positions
 
     def slice(self, start: int, length: int) -> pa.Table:
         """Rows `start` to `start + length` (clipped at the end), reading only their batches.

@@ -16,6 +16,7 @@ from beam_shards.hf.to_datasets import hf_dataset
 from beam_shards.read.backend import (DEFAULT_CACHE_MAX_BYTES, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_OPEN_SHARDS,
                                       ArrowBackend)
 from beam_shards.read.indexing import check_index, check_indices, check_slice
+from beam_shards.read.open_shard import Readers, readers_of, rows_of
 from beam_shards.read.row_identity import rows_name
 
 
@@ -152,10 +153,19 @@ class ShardedDataset:
 
     def _read_positions(self, positions: np.ndarray) -> list[Any]:
         """The examples at `positions` (int64, in range: not checked again, as a `Mixture`'s are not)."""
-        rows = self._backend.read_rows(self._global(positions), self._image_mode, self._columns)
+        return self._finished(self._backend.read_rows(self._global(positions), self._image_mode, self._columns))
+
+    def _finished(self, rows: list[dict[str, Any]]) -> list[Any]:
+        """`rows` as read, made writable and transformed."""
         if self._array_columns:
             rows = [self._made_writable(row) for row in rows]
         return rows if self._transform is None else [self._transform(row) for row in rows]
+
+    def _reads_like(self, other: ShardedDataset) -> bool:
+        """Whether `other` gives its rows as this dataset does (columns, decoding, no transform), so
+        that both read in one pass (`read_together`)."""
+        return (self._transform is None and other._transform is None and self._columns == other._columns
+                and self._image_mode == other._image_mode and self._array_columns == other._array_columns)
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         """The examples at `indices` (Grain's batched fetch)."""
@@ -213,6 +223,23 @@ class ShardedDataset:
         view.__dict__.update(self.__dict__)
         view._indices = indices
         return view
+
+
+def read_together(datasets: Sequence[ShardedDataset], owners: np.ndarray, positions: np.ndarray) -> list[Any]:
+    """The example at each of `positions` of dataset `owners` (an index into `datasets`; int64, in range,
+    not checked), in that order, read in one pass: each dataset routes its own rows, then every row is
+    built and made writable at once, as one dataset's read does (the datasets `_reads_like` each other)."""
+    first = datasets[0]
+    which, within = np.empty_like(positions), np.empty_like(positions)
+    readers: list[Readers | None] = []
+    for owner, dataset in enumerate(datasets):
+        places = np.flatnonzero(owners == owner)
+        if len(places):
+            batches, batch_of, rows = dataset._backend.route(dataset._global(positions.take(places)))
+            which[places] = np.add(batch_of, len(readers), out=batch_of)
+            within[places] = rows
+            readers += readers_of(batches, dataset._features, first._image_mode, first._columns)
+    return first._finished(rows_of(readers, which.tolist(), within.tolist()))
 
 
 def _may_hold_arrays(feature: Feature, image_mode: str) -> bool:

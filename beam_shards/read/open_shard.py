@@ -14,6 +14,10 @@ from beam_shards.features import Features
 from beam_shards.features.columns import row_getter
 
 
+# (column, row reader) of each column a row holds
+Readers = list[tuple[str, Callable[[int], Any]]]
+
+
 class CachedBatch:
     """One record batch, checked when it was read, and the row readers made from it so far."""
 
@@ -21,10 +25,10 @@ class CachedBatch:
 
     def __init__(self, batch: pa.RecordBatch):
         self.batch = batch
-        self._readers: dict[tuple[str, tuple[str, ...]], list[tuple[str, Callable[[int], Any]]]] = {}
+        self._readers: dict[tuple[str, tuple[str, ...]], Readers] = {}
 
     def readers(self, features: Features | None, image_mode: str,
-                columns: tuple[str, ...]) -> list[tuple[str, Callable[[int], Any]]]:
+                columns: tuple[str, ...]) -> Readers:
         """(name, row reader) for `columns` (all when empty), as `features` decode them in `image_mode`."""
         key = (image_mode, columns)
         readers = self._readers.get(key)
@@ -36,6 +40,18 @@ class CachedBatch:
                 readers = [(name, features.row_reader(name, self.batch.column(name), image_mode)) for name in names]
             self._readers[key] = readers
         return readers
+
+
+def readers_of(batches: list[CachedBatch | None], features: Features | None, image_mode: str,
+               columns: tuple[str, ...]) -> list[Readers | None]:
+    """`CachedBatch.readers` of each of `batches` (None stays None)."""
+    return [None if batch is None else batch.readers(features, image_mode, columns) for batch in batches]
+
+
+def rows_of(readers: list[Readers | None], which: list[int], positions: list[int]) -> list[dict[str, Any]]:
+    """The row at each of `positions` of batch `which` (the same index into `readers`), as the dict of
+    what that batch's readers give."""
+    return [{name: read(p) for name, read in readers[w]} for w, p in zip(which, positions)]
 
 
 class OpenShard:
