@@ -94,7 +94,7 @@ class RowDigester:
     one bundle at a time (`reset` between them): `keep` digests each batch and leaves out the rows of
     a digest this bundle has written already (remembering at most `SEEN_DIGESTS` digests, at about
     100 bytes each), and `written` holds the record of each row written (see the module) until
-    `take`n; `dropped` counts the rows left out.
+    `take`n (`HeldRecords.take`); `dropped` counts the rows left out.
 
     Raises:
       FeatureError: a column of `columns` that `features` do not have.
@@ -105,6 +105,8 @@ class RowDigester:
         self._columns = columns
         self._capacity = SEEN_DIGESTS
         self._held = HeldRecords()
+        # The writer's step asks after each element: a call the less.
+        self.take = self._held.take
         self.reset()
 
     def reset(self) -> None:
@@ -138,10 +140,6 @@ class RowDigester:
         records["shard"] = shard_reference(path)
         records["row"] = np.arange(first, first + batch.num_rows)
         self._held.add(records)
-
-    def take(self, end: bool) -> list[tuple[int, bytes]]:
-        """`HeldRecords.take`."""
-        return self._held.take(end)
 
 
 class HeldRecords:

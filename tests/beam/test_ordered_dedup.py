@@ -113,3 +113,19 @@ def test_a_chunk_shard_holding_later_duplicates_is_copied_without_them(tmp_path,
     monkeypatch.setattr(ordered_dedup, "batch_bytes", recording)
     _write(str(tmp_path / "cache"), [], 0)
     assert copied, "no chunk shard was copied: the test should drop some rows of a written shard"
+
+
+def test_features_made_when_the_pipeline_runs_deduplicate_and_check_the_columns_then(tmp_path):
+    pairs = [(i, {"position": i, "value": i % 4, "text": str(i % 4)}) for i in range(20)]
+    with beam.Pipeline(options=options()) as p:
+        made = p | "Features" >> beam.Create([FEATURES])
+        _ = (p | beam.Create(pairs)
+             | WriteToArrowShards(str(tmp_path / "ok"), made, deterministic=True, dedup=["value"], batch_size=2))
+    ok = str(tmp_path / "ok")
+    assert ArrowBackend.open(ok).slice(0, 4).column("position").to_pylist() == [0, 1, 2, 3]
+    assert read_metadata(ok).metadata["dedup"] == {"columns": ["value"], "dropped": 16}
+    with pytest.raises(Exception, match="'nope'.*'position', 'value'"):
+        with beam.Pipeline(options=options()) as p:
+            made = p | "Features" >> beam.Create([FEATURES])
+            _ = (p | beam.Create(pairs)
+                 | WriteToArrowShards(str(tmp_path / "bad"), made, deterministic=True, dedup=["nope"]))
