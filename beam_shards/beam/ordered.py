@@ -313,9 +313,11 @@ def in_key_order(table: pa.Table) -> pa.Table:
 
 
 def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn, features: tuple[Any, ...] = ()) -> tuple[Any, beam.PCollection]:
+                       write_chunk: WriteChunkFn, features: tuple[Any, ...] = (),
+                       tags: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
-    holds the dead letters and `written` the chunks' shards tagged with their order.
+    holds the dead letters and `written.shards` the chunks' shards tagged with their order
+    (`written[tag]` the other outputs of `write_chunk`, for each of `tags`).
 
     `write_runs` takes the pairs with the write id as a side input and yields
     `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
@@ -333,7 +335,7 @@ def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, writ
     written = (runs.pieces
                | "GroupChunks" >> beam.GroupByKey()
                | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks),
-                                             *features))
+                                             *features).with_outputs(*tags, main="shards"))
     return runs, written
 
 
@@ -379,7 +381,8 @@ class WriteChunkFn(beam.DoFn):
         except CorruptCacheError as error:
             runs = ", ".join(sorted({piece[0].path for piece in pieces}))
             raise CorruptCacheError(f"chunk {chunk!r}, read from run shards {runs}: {error}") from None
-        rows = pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=self._features.arrow_schema())
+        rows = self._kept(pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns,
+                                               schema=self._features.arrow_schema()))
         self._chunk.start(self._write_id)
         self._chunk.add(EncodedRows(rows), None)
         shards = self._chunk.finish()
@@ -387,3 +390,7 @@ class WriteChunkFn(beam.DoFn):
         rank = chunk_ranks[chunk]
         for index, (shard, sizes) in enumerate(zip(shards, batch_bytes(rows, shards, self._overhead))):
             yield self._write_id, shard, (rank, index), sizes
+
+    def _kept(self, rows: pa.Table) -> pa.Table:
+        """The rows of a chunk, in key order, that it writes (a deduplicating write leaves some out)."""
+        return rows

@@ -28,8 +28,8 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
 
 With `deterministic=True` the write and merge steps are `ordered.py`'s instead: rows
 grouped into chunks by key, each chunk written sorted, and shards merged and published
-in key order, so the output does not depend on bundles (and dedup runs before the
-write, `dedup.py`).
+in key order, so the output does not depend on bundles (and dedup on the chunks' shards,
+`ordered_dedup.py`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
-from beam_shards.beam.dedup import DropDuplicates
+from beam_shards.beam.ordered_dedup import ORDERED_RECORD, WriteChunkDedupFn, resized
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
 from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, DropStagedDuplicates, dedup_columns
@@ -242,10 +242,11 @@ class WriteToArrowShards(beam.PTransform):
         are written together. It costs a shuffle of the examples and a copy of the shards.
       dedup: None (the default), "rows" or a list of column names: exact duplicates (the same
         encoded values of every column, or of the named ones) are dropped, keeping the first
-        in key order under `deterministic=True` (`dedup.py`: it costs a shuffle of the rows by
-        their digest) and any one otherwise (`staged_dedup.py`: it costs digesting the rows, a
-        shuffle of 32 bytes a row staged, its digest and place, and a copy of the staged
-        shards that hold duplicates of another bundle's rows); memory per worker is bounded
+        in key order under `deterministic=True` (`ordered_dedup.py`: as below, on the chunks'
+        shards, 48 bytes a row with its place in key order) and any one otherwise
+        (`staged_dedup.py`: it costs digesting the rows, a shuffle of 32 bytes a row staged,
+        its digest and place, and a copy of the staged shards that hold duplicates of another
+        bundle's rows); memory per worker is bounded
         whatever the number of distinct rows. The count dropped is in the version's metadata
         (and the returned manifest's) as `"dedup": {"columns": "rows" | [...], "dropped": N}`.
 
@@ -329,17 +330,23 @@ class WriteToArrowShards(beam.PTransform):
         given_features, side = deferred.known(features), deferred.side_inputs(features)
         options = self._options
         if self._deterministic:
-            dropped = None
-            if self._dedup is not None:
-                columns = None if self._dedup == "rows" else self._dedup
-                pcoll, dropped = pcoll | "Dedup" >> DropDuplicates(given_features, columns, options.batch_size,
-                                                                   ordered.chunk_rows(options), side)
             write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
-            write_chunk = ordered.WriteChunkFn(self._path, given_features, options, given)
-            runs, written = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side)
+            if self._dedup is None:
+                write_chunk, tags = ordered.WriteChunkFn(self._path, given_features, options, given), ()
+            else:
+                write_chunk = WriteChunkDedupFn(self._path, given_features, options, given, self._dedup)
+                tags = (DIGESTS_TAG, DROPPED_TAG)
+            runs, chunks = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side, tags)
+            written, write_ids, dropped = chunks.shards, None, None
+            if self._dedup is not None:
+                written, write_ids, dropped = (
+                    (written, chunks[DIGESTS_TAG], chunks[DROPPED_TAG])
+                    | "Dedup" >> DropStagedDuplicates(self._path, given_features, options, side, ORDERED_RECORD, resized))
             plan = functools.partial(ordered_bins.plan_ordered_bins, options=options)
             staged, merged = merge_small_shards(written, plan, self._path, features, options)
-            return self._finalize(do_once, write_id, features, merged, _write_ids(staged), runs[BAD_TAG], dropped)
+            if write_ids is None:
+                write_ids = _write_ids(staged)
+            return self._finalize(do_once, write_id, features, merged, write_ids, runs[BAD_TAG], dropped)
         dedup = self._dedup
         if given is None or side:
             write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad, dedup),

@@ -31,7 +31,7 @@ remain go on to the merge step, so shard sizes come out as without dedup.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -94,7 +94,7 @@ class RowDigester:
     one bundle at a time (`reset` between them): `keep` digests each batch and leaves out the rows of
     a digest this bundle has written already (remembering at most `SEEN_DIGESTS` digests, at about
     100 bytes each), and `written` holds the record of each row written (see the module) until
-    `take`n; `dropped` counts the rows left out.
+    `take`n (`HeldRecords.take`); `dropped` counts the rows left out.
 
     Raises:
       FeatureError: a column of `columns` that `features` do not have.
@@ -104,14 +104,16 @@ class RowDigester:
         check_columns(columns, features)
         self._columns = columns
         self._capacity = SEEN_DIGESTS
+        self._held = HeldRecords()
+        # The writer's step asks after each element: a call the less.
+        self.take = self._held.take
         self.reset()
 
     def reset(self) -> None:
         """Forgets the bundle so far: what it wrote, held and dropped (as for a failed bundle)."""
         self._seen: set[bytes] = set()
         self._kept: list[bytes] = []
-        self._records: list[np.ndarray] = []
-        self._held = 0
+        self._held.reset()
         self.dropped = 0
 
     def keep(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -137,15 +139,30 @@ class RowDigester:
         records["high"], records["low"] = digests["high"], digests["low"]
         records["shard"] = shard_reference(path)
         records["row"] = np.arange(first, first + batch.num_rows)
+        self._held.add(records)
+
+
+class HeldRecords:
+    """A bundle's records (of any record dtype whose first field is "high") until they are sent on."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self._records: list[np.ndarray] = []
+        self._held = 0
+
+    def add(self, records: np.ndarray) -> None:
         self._records.append(records)
-        self._held += batch.num_rows
+        self._held += len(records)
 
     def take(self, end: bool) -> list[tuple[int, bytes]]:
         """The records held, as `(bucket, records)` pairs, one a bucket (see the module): at the
         bundle's `end`, or once `HELD_RECORDS` are held; else none."""
         if not self._held or not end and self._held < HELD_RECORDS:
             return []
-        records, self._records, self._held = np.concatenate(self._records), [], 0
+        records = np.concatenate(self._records)
+        self.reset()
         buckets = records["high"] >> np.uint64(64 - BUCKET_BITS)
         order = np.argsort(buckets, kind="stable")
         records = records[order]
@@ -153,47 +170,55 @@ class RowDigester:
         return [(bucket, part.tobytes()) for bucket, part in zip(numbers.tolist(), np.split(records, starts[1:]))]
 
 
-def _duplicates(group: tuple[int, Iterable[bytes]]) -> Iterator[tuple[int, bytes]]:
-    """The rows of a bucket's records after the one of the smallest `(shard, row)` of their digest, as
-    `(shard reference, rows)` for shards holding some, `rows` int64 row numbers as bytes."""
+def _duplicates(group: tuple[int, Iterable[bytes]], record: np.dtype = RECORD) -> Iterator[tuple[int, bytes]]:
+    """The rows of a bucket's records (of dtype `record`: the digest, the fields that order the rows of
+    a digest, and "shard" and "row") after the first of their digest, as `(shard reference, rows)` for
+    shards holding some, `rows` int64 row numbers as bytes."""
     parts = group[1]
-    count = sum(len(part) for part in parts) // RECORD.itemsize
-    for later in later_records(lambda: (np.frombuffer(part, RECORD) for part in parts), count, RECORD):
+    count = sum(len(part) for part in parts) // record.itemsize
+    for later in later_records(lambda: (np.frombuffer(part, record) for part in parts), count, record):
         later = later[np.argsort(later["shard"], kind="stable")]
         shards, starts = np.unique(later["shard"], return_index=True)
         for shard, rows in zip(shards.tolist(), np.split(later["row"], starts[1:])):
             yield shard, rows.astype(np.int64).tobytes()
 
 
-class _DropRowsFn(beam.DoFn):
-    """A staged shard, `(write id, shard)`, without its duplicate rows: copied into a fresh attempt
-    folder, passed through when it holds none, left out when it holds nothing else."""
+# What a copied shard's other items become: `resize(copy, rest, features, options)`.
+Resize = Callable[[WrittenShard, tuple[Any, ...], Features, WriterOptions], tuple[Any, ...]]
 
-    def __init__(self, path: str, features: Features | None, options: WriterOptions):
+
+class _DropRowsFn(beam.DoFn):
+    """A staged shard, `(write id, shard, *rest)`, without its duplicate rows: copied into a fresh attempt
+    folder (its `rest` made anew by `resize`, if given), passed through when it holds none, left out
+    when it holds nothing else."""
+
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, resize: Resize | None):
         self._layout = CacheLayout(path)
         self._features = features
         self._options = options
+        self._resize = resize
 
     def process(self, element: tuple[int, dict[str, Iterable[Any]]],
-                features: Features | None = None) -> Iterator[tuple[str, WrittenShard]]:
+                features: Features | None = None) -> Iterator[tuple[Any, ...]]:
         reference, grouped = element
         written = list(grouped[_SHARD])
         if len(written) != 1:
             raise RuntimeError(f"dedup: the duplicate rows of staged shard reference {reference:016x} belong to "
-                               f"{len(written)} staged shards ({[shard.path for _, shard in written]}); expected one")
-        write_id, shard = written[0]
+                               f"{len(written)} staged shards ({[item[1].path for item in written]}); expected one")
+        write_id, shard, *rest = written[0]
         rows = np.unique(np.concatenate([np.zeros(0, np.int64)]
                                         + [np.frombuffer(part, np.int64) for part in grouped[_DUPLICATES]]))
         if not len(rows):
-            yield write_id, shard
+            yield written[0]
         elif len(rows) < shard.num_rows:
-            yield write_id, merge_shards([shard], deferred.features_for(self._features, features),
-                                         staged_shards(self._layout.new_attempt(write_id)), self._options.compression,
-                                         self._options.column_types, drop=[rows])
+            features = deferred.features_for(self._features, features)
+            copy = merge_shards([shard], features, staged_shards(self._layout.new_attempt(write_id)),
+                                self._options.compression, self._options.column_types, drop=[rows])
+            yield write_id, copy, *(self._resize(copy, tuple(rest), features, self._options) if self._resize else rest)
 
 
 class DropStagedDuplicates(beam.PTransform):
-    """Applied to `(written, digests, dropped)`, the write step's `(write id, shard)` pairs and its
+    """Applied to `(written, digests, dropped)`, the write step's `(write id, shard, *rest)` items and its
     `DIGESTS_TAG` and `DROPPED_TAG` outputs: returns `(shards, write_ids, dropped)`, the shards without
     their duplicate rows (see the module), the write id of every shard written, and a PCollection of
     counts of rows dropped (one a bundle that dropped some and one a shard holding duplicates), which
@@ -205,24 +230,31 @@ class DropStagedDuplicates(beam.PTransform):
         `side` holds their side input).
       options: the write's options (the copies' compression and column types).
       side: the side input of features made as the pipeline runs, if any.
+      record: the dtype of the digests' records (`RECORD`; a deterministic write's order the rows
+        of a digest otherwise: `ordered_dedup`).
+      resize: makes a copied shard's `rest` anew (None: kept as it was).
     """
 
-    def __init__(self, path: str, features: Features | None, options: WriterOptions, side: tuple[Any, ...] = ()):
+    def __init__(self, path: str, features: Features | None, options: WriterOptions, side: tuple[Any, ...] = (),
+                 record: np.dtype = RECORD, resize: Resize | None = None):
         super().__init__()
         self._path = path
         self._features = features
         self._options = options
         self._side = side
+        self._record = record
+        self._resize = resize
 
     def expand(self, pcolls: tuple[beam.PCollection, ...]) -> tuple[beam.PCollection, ...]:
         written, digests, in_bundles = pcolls
         duplicates = (digests
                       | "GroupByDigest" >> beam.GroupByKey()
-                      | "Duplicates" >> beam.FlatMap(_duplicates))
+                      | "Duplicates" >> beam.FlatMap(_duplicates, self._record))
         shards = written | "ByReference" >> beam.Map(lambda item: (shard_reference(item[1].path), item))
         joined = {_SHARD: shards, _DUPLICATES: duplicates} | "WithDuplicates" >> beam.CoGroupByKey()
-        kept = joined | "DropRows" >> beam.ParDo(_DropRowsFn(self._path, self._features, self._options), *self._side)
-        write_ids = joined | "WriteIds" >> beam.FlatMap(lambda item: [write_id for write_id, _ in item[1][_SHARD]])
+        drop = _DropRowsFn(self._path, self._features, self._options, self._resize)
+        kept = joined | "DropRows" >> beam.ParDo(drop, *self._side)
+        write_ids = joined | "WriteIds" >> beam.FlatMap(lambda item: [shard[0] for shard in item[1][_SHARD]])
         # A few counts, which finalize adds up (a combine would cost the runner steps of its own).
         dropped = ((duplicates | "RowsEach" >> beam.Map(lambda item: len(item[1]) // 8), in_bundles)
                    | "AllDropped" >> beam.Flatten())

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import ArrowBackend, Array, Features, Value, WriteToArrowShards, read_metadata, verify
-from beam_shards.beam import dedup
 from beam_shards.format.layout import STAGING_DIR
 from beam_shards.shards import EncodedRows
 
@@ -119,14 +118,3 @@ def test_a_bad_dedup_is_refused_at_construction(tmp_path, value, message):
     with pytest.raises(ValueError, match=message):
         WriteToArrowShards(str(tmp_path), FEATURES, dedup=value)
 
-
-def test_kept_lists_of_numbers_travel_as_bytes_and_come_back_as_they_were():
-    kind = pa.list_(pa.float32(), 2)
-    column = pa.array([[1, 2], None, [3, 4]], kind)
-    packed = dedup._payload(column)
-    assert isinstance(packed[0], bytes) and packed[1] is None
-    assert dedup._column(packed, kind).equals(column)
-    assert dedup._column(dedup._payload(column.slice(1)), kind).equals(column.slice(1))
-    with_null_number = pa.array([[5, None]], kind)  # travels as a list, and joins the others
-    mixed = packed + dedup._payload(with_null_number)
-    assert dedup._column(mixed, kind).equals(pa.concat_arrays([column, with_null_number]))
