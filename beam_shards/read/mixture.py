@@ -14,6 +14,7 @@ from beam_shards.read.dataset import ShardedDataset, read_together
 from beam_shards.read.indexing import check_index, check_indices, check_slice
 from beam_shards.read.mixture_plan import EpochSlots, apportion, stream_position, stream_positions, stream_table
 from beam_shards.read.mixture_streams import SourceStreams
+from beam_shards.read.mixture_tables import tabled
 from beam_shards.read.row_identity import mixture_name
 from beam_shards.read.saved_state import is_int
 
@@ -112,7 +113,8 @@ class Mixture:
         # Every source repeated, and the slots periodic: a source's k-th row of epoch e is its stream's
         # position e * count + k, the occurrence the slots give index e * epoch_size + p itself.
         self._continuous = self._slots.periodic and all(c > n for c, n in zip(self._counts_list, self._lengths))
-        self._streams = SourceStreams(self._lengths, self._seed)
+        # sources read a few passes an epoch keep tables of those read at random (dropped by a copy)
+        self._streams = tabled(SourceStreams(self._lengths, self._seed), self._lengths, self._counts_list)
         # (block, sources, rows, the same as lists) of the block planned last; one attribute, so a
         # thread reading it while another plans a block sees one block's plan whole.
         self._block: _BlockPlan = _NO_BLOCK
