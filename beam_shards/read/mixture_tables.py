@@ -2,9 +2,10 @@
 
 Computing one position's row of a pass (`SourceStreams.row`: a key mix and a Feistel network
 in Python ints) costs about 2 us; a whole pass computed at once in numpy (`SourceStreams.rows`)
-about 0.1 us a row. So once a pass has been read one by one about as often as its table would
+about 0.05 us a row. So once a pass has been read one by one about as often as its table would
 cost (a twentieth of its rows), the pass is computed whole and kept as a table, and reads of it
-are lookups. Tables give the rows `SourceStreams` gives, only sooner.
+are lookups (a Python array of 4-byte ints: indexing one gives a Python int, as `row` does). Tables
+give the rows `SourceStreams` gives, only sooner. Batches are computed as they are (`PassTables.rows`).
 
 Only sources whose epoch reads a few passes get tables (a source repeated thousands of times an
 epoch reads each pass a few times an epoch, spread over all of it: a table would seldom be read
@@ -26,7 +27,6 @@ _MAX_ROWS = 1 << 22  # a table of at most 16 MB
 _MAX_PASSES = 4  # sources whose epoch reads more passes get no tables
 _TABLE_COST = 20  # a table costs about as much as this fraction of its rows read one by one
 _COUNTED = 64  # passes whose reads a source counts at most (random reads far apart start over)
-_Table = tuple[array, np.ndarray]  # the rows of a pass, and the same memory as numpy
 
 
 def passes_per_epoch(count: int, length: int) -> int:
@@ -44,7 +44,7 @@ def tabled(streams: SourceStreams, lengths: Sequence[int], counts: Sequence[int]
 
 
 class PassTables:
-    """`SourceStreams`' rows, from a table of each (source, pass) once it has been read often enough.
+    """`SourceStreams`' rows; one position's from a table of its (source, pass) once that has been read often enough.
 
     A source's tables are one dict, replaced whole when a table is added (one assignment), so a
     thread reading while another builds sees each table whole or not at all. A copy (pickled to a
@@ -59,10 +59,9 @@ class PassTables:
     def __init__(self, streams: SourceStreams, lengths: Sequence[int], kept: Sequence[int]):
         self._streams = streams
         self._lengths = [int(length) for length in lengths]
-        self._lengths_array = np.array(self._lengths, dtype=np.int64)
         self._kept = list(kept)
         self._due = [max(1, length // _TABLE_COST) for length in self._lengths]  # reads that build a table
-        self._tables: list[dict[int, _Table]] = [{} for _ in self._lengths]
+        self._tables: list[dict[int, array]] = [{} for _ in self._lengths]
         self._reads: list[dict[int, int]] = [{} for _ in self._lengths]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -72,42 +71,23 @@ class PassTables:
         """`SourceStreams.row`: a lookup in the pass's table if it has one."""
         number, within = divmod(position, self._lengths[source])
         table = self._tables[source].get(number)
-        if table is None and self._read(source, number, 1):
+        if table is None and self._read(source, number):
             table = self._tables[source].get(number)
         if table is not None:
-            return table[0][within]
+            return table[within]
         return self._streams.row(position, source)
 
     def rows(self, stream: np.ndarray, sources: np.ndarray) -> np.ndarray:
-        """`SourceStreams.rows`: lookups in the tables if every (source, pass) of the batch has one."""
-        if not len(stream):
-            return self._streams.rows(stream, sources)
-        passes, within = np.divmod(stream, self._lengths_array.take(sources))
-        pairs, inverse, reads = np.unique(passes * len(self._lengths) + sources, return_inverse=True,
-                                          return_counts=True)
-        tables = []
-        for pair, read in zip(pairs.tolist(), reads.tolist()):
-            number, source = divmod(pair, len(self._lengths))
-            table = self._tables[source].get(number)
-            if table is None and self._read(source, number, read):
-                table = self._tables[source].get(number)
-            tables.append(table)
-        if any(table is None for table in tables):
-            return self._streams.rows(stream, sources)
-        if len(tables) == 1:
-            return tables[0][1].take(within).astype(np.int64)
-        rows = np.empty(len(stream), dtype=np.int64)
-        for at, (_, view) in enumerate(tables):
-            chosen = inverse == at
-            rows[chosen] = view.take(within[chosen])
-        return rows
+        """`SourceStreams.rows`, computed: a batch's cost is numpy's fixed cost a step (about 50 us for 256
+        positions, 0.04 us more a position), which finding each position's table would not cut."""
+        return self._streams.rows(stream, sources)
 
-    def _read(self, source: int, number: int, read: int) -> bool:
-        """Counts `read` reads of pass `number` of `source`, and builds its table when they are enough; True if built."""
+    def _read(self, source: int, number: int) -> bool:
+        """Counts a read of pass `number` of `source`, and builds its table when the reads are enough; True if built."""
         if not self._kept[source]:
             return False
         counted = self._reads[source]
-        reads = counted.get(number, 0) + read
+        reads = counted.get(number, 0) + 1
         if reads < self._due[source]:
             if len(counted) >= _COUNTED:
                 counted.clear()
@@ -117,7 +97,6 @@ class PassTables:
         length = self._lengths[source]
         rows = self._streams.rows(np.arange(number * length, (number + 1) * length, dtype=np.int64),
                                   np.full(length, source, dtype=np.int64))
-        table = array("i", rows.astype(np.intc).tobytes())
         latest = list(self._tables[source].items())[1 - self._kept[source]:] if self._kept[source] > 1 else []
-        self._tables[source] = {**dict(latest), number: (table, np.frombuffer(table, dtype=np.intc))}
+        self._tables[source] = {**dict(latest), number: array("i", rows.astype(np.intc).tobytes())}
         return True
