@@ -28,6 +28,10 @@ _CHUNK = 256  # rows read at once by iteration
 # 16,384 (arrays past the CPU's caches); a smaller block also plans fewer indices a run leaves unread.
 _BLOCK_BITS = 12
 _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
+# ds[i] plans a block only once reads step forward by one stride up to this (a sampler's rank reads
+# every world_size-th index): reads at random in an epoch of a few blocks are often in the block
+# of the last one, and planning a block for each (~0.5 ms) would cost them far more than it saves.
+_STRIDE = 64
 # (block, sources, rows, the same as lists) of a planned block
 _BlockPlan = tuple[int, np.ndarray, np.ndarray, list[int], list[int]]
 _NO_BLOCK: _BlockPlan = (-1, np.zeros(0, np.int64), np.zeros(0, np.int64), [], [])
@@ -119,10 +123,11 @@ class Mixture:
         # thread reading it while another plans a block sees one block's plan whole.
         self._block: _BlockPlan = _NO_BLOCK
         self._touched = -1  # the block of the last read
+        self._last, self._step = -1, 0  # the last ds[i]'s index; the last step between two outside a planned block
 
     def __getstate__(self) -> dict[str, Any]:
         """What a copy (a DataLoader worker's) takes: everything but the planned block."""
-        return {**self.__dict__, "_block": _NO_BLOCK, "_touched": -1}
+        return {**self.__dict__, "_block": _NO_BLOCK, "_touched": -1, "_last": -1, "_step": 0}
 
     @property
     def rows_per_epoch(self) -> dict[str, int]:
@@ -163,7 +168,8 @@ class Mixture:
         block, _, _, sources, rows = self._block
         if index >> _BLOCK_BITS == block:
             source, row = sources[index & _BLOCK_MASK], rows[index & _BLOCK_MASK]
-        elif self._planned_block(index >> _BLOCK_BITS) is not None:
+            self._last = index  # so that reads in order on past the block's end plan the next one at once
+        elif self._steady(index) and self._planned_block(index >> _BLOCK_BITS) is not None:
             return self._row(index)
         elif self._continuous:
             source, position = self._slots.one(index)
@@ -178,6 +184,13 @@ class Mixture:
             raise self._refused(found, source)
         found[self._source_column] = self._names[source]
         return found
+
+    def _steady(self, index: int) -> bool:
+        """Whether `index` is as far past the last ds[i]'s as that was past its own, at most `_STRIDE` (reads in order)."""
+        step = index - self._last
+        steady = step == self._step and 0 < step <= _STRIDE
+        self._last, self._step = index, step
+        return steady
 
     def _planned_block(self, block: int) -> _BlockPlan | None:
         """Plans `block` whole if the last read was in it too (reads in order), and gives its plan; None if not."""
