@@ -33,11 +33,11 @@ from _services import stop
 from conftest import ENVIRONMENT_CACHE_MILLIS
 from test_deterministic import shard_digests
 
-# About 5 minutes each, past what the suite's time budget leaves: run them with BEAM_SHARDS_FLINK_FAULTS=1.
+# 2 to 3 minutes each (8 for the three), past what the suite's time budget leaves: run them with BEAM_SHARDS_FLINK_FAULTS=1.
 FAULTS_VARIABLE = "BEAM_SHARDS_FLINK_FAULTS"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
               pytest.mark.skipif(os.environ.get(FAULTS_VARIABLE) != "1",
-                                 reason=f"the TaskManager kill tests take about 5 minutes each; {FAULTS_VARIABLE}=1 runs them")]
+                                 reason=f"the TaskManager kill tests take 2 to 3 minutes each; {FAULTS_VARIABLE}=1 runs them")]
 
 ROWS = 2000
 DEMO = ["--num_examples", str(ROWS), "--image_size", "8", "--shard_size", "8KB", "--batch_size", "16",
