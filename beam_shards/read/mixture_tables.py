@@ -70,9 +70,7 @@ class PassTables:
     def row(self, position: int, source: int) -> int:
         """`SourceStreams.row`: a lookup in the pass's table if it has one."""
         number, within = divmod(position, self._lengths[source])
-        table = self._tables[source].get(number)
-        if table is None and self._read(source, number):
-            table = self._tables[source].get(number)
+        table = self._tables[source].get(number) or self._read(source, number)
         if table is not None:
             return table[within]
         return self._streams.row(position, source)
@@ -82,21 +80,23 @@ class PassTables:
         positions, 0.04 us more a position), which finding each position's table would not cut."""
         return self._streams.rows(stream, sources)
 
-    def _read(self, source: int, number: int) -> bool:
-        """Counts a read of pass `number` of `source`, and builds its table when the reads are enough; True if built."""
+    def _read(self, source: int, number: int) -> array | None:
+        """Counts a read of pass `number` of `source`, and builds its table when the reads are enough; the table
+        if built, else None."""
         if not self._kept[source]:
-            return False
+            return None
         counted = self._reads[source]
         reads = counted.get(number, 0) + 1
         if reads < self._due[source]:
             if len(counted) >= _COUNTED:
                 counted.clear()
             counted[number] = reads
-            return False
+            return None
         counted.pop(number, None)
         length = self._lengths[source]
         rows = self._streams.rows(np.arange(number * length, (number + 1) * length, dtype=np.int64),
                                   np.full(length, source, dtype=np.int64))
         latest = list(self._tables[source].items())[1 - self._kept[source]:] if self._kept[source] > 1 else []
-        self._tables[source] = {**dict(latest), number: array("i", rows.astype(np.intc).tobytes())}
-        return True
+        table = array("i", rows.astype(np.intc).tobytes())
+        self._tables[source] = {**dict(latest), number: table}
+        return table
