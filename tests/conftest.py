@@ -15,10 +15,17 @@ import types
 import uuid
 from collections.abc import Iterator
 
-import pytest
+# The suite writes bytecode even where the environment says not to (PYTHONDONTWRITEBYTECODE): it
+# starts hundreds of processes (xdist workers, Beam's worker processes, pipeline scripts), and
+# without cached bytecode each one compiles what it imports of torch and Beam again, seconds of
+# CPU each. Set before any test module is imported, so they and every child process cache theirs.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
-from _beam_specs import cache_dofn_specs
-from _stores import BUCKET, SCHEMES, STORE_VARIABLES, FaultyProxy, Store, StoreServer, serve
+import pytest  # noqa: E402
+
+from _beam_specs import cache_dofn_specs  # noqa: E402
+from _stores import BUCKET, SCHEMES, STORE_VARIABLES, FaultyProxy, Store, StoreServer, serve  # noqa: E402
 
 # Test modules import the helpers of tests/ and a few other test modules by their bare names,
 # and Beam pickles test functions by reference to their module: tests/ and each folder of test

@@ -16,7 +16,7 @@ from beam_shards import ShardedDataset, cli, read_metadata
 
 from _paths import REPO
 
-TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -n auto --dist worksteal --durations=20"
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install uv && .venv/bin/uv pip install --python .venv/bin/python -e '.[test]' && .venv/bin/python -m pytest -n auto --dist worksteal --durations=20"
 VENV_PYTHON = ".venv/bin/python"
 
 
