@@ -171,7 +171,7 @@ class DiskCache:
             return path
         private_folder(self.cache_dir, create=True)
         with filelock.FileLock(path + ".lock"):
-            if _complete(path, key, size):  # Another process downloaded it while this one waited.
+            if _complete(path, key, size, whole_check):  # Another process downloaded it while this one waited.
                 self.hits += 1
                 return path
             self._download(uri, key, size, fetch, path)
