@@ -85,6 +85,17 @@ def test_a_written_caches_spans_are_its_footers_blocks(tmp_path, compression):
     assert [(row["id"], row["text"]) for row in rows] == [(i, small(i)["text"]) for i in (0, 150, 299)]
 
 
+def test_appends_onto_format5_merge_its_tables_with_their_spans(tmp_path):
+    path = str(tmp_path / "c")
+    write_shards((small(i) for i in range(100)), path, SMALL, batch_size=16, shard_size_bytes="8KB")
+    for start in (100, 130, 160):
+        appended = write_shards((small(i) for i in range(start, start + 30)), path, SMALL, batch_size=16,
+                                mode="append", retention=None)
+    assert appended.version == 4 and len(appended.shards.refs) < 4, "small tail tables merged"
+    assert assert_spans_are_the_footers(path) == appended.num_shards
+    assert ArrowBackend.open(path).slice(0, 190).column("id").to_pylist() == list(range(190)) and verify(path).ok
+
+
 @pytest.mark.timeout(300)
 def test_the_beam_sinks_merged_shards_and_compacted_ones_have_their_footers_spans(tmp_path):
     path = str(tmp_path / "beam")
