@@ -93,7 +93,7 @@ class SpanReader:
         self.identity = (info.st_dev, info.st_ino)
         self._map = mapped
         if mapped is not None:
-            mapped.madvise(mmap.MADV_SEQUENTIAL if sequential else mmap.MADV_RANDOM)
+            _advise(mapped, "MADV_SEQUENTIAL" if sequential else "MADV_RANDOM")
             self._buffer = pa.py_buffer(mapped)
 
     def read(self, index: int) -> pa.RecordBatch:
@@ -127,7 +127,7 @@ class SpanReader:
             return pa.py_buffer(b"")
         if index == self._last + 1 and not self._sequential:
             self._sequential = True
-            self._map.madvise(mmap.MADV_SEQUENTIAL)
+            _advise(self._map, "MADV_SEQUENTIAL")
         self._last = index
         self._will_need(span)
         if self._sequential and index + 1 < len(self.spans):
@@ -136,8 +136,14 @@ class SpanReader:
 
     def _will_need(self, span: BatchSpan) -> None:
         start = span.offset - span.offset % _PAGE  # spans fit the file: its table entry and size were checked
-        self._map.madvise(mmap.MADV_WILLNEED, start, span.offset + span.length - start)
+        _advise(self._map, "MADV_WILLNEED", start, span.offset + span.length - start)
 
     def _named(self) -> str:
         return f"the disk-cache copy {self.copy} of {self.file.where}" if self.copy else self.file.where
 
+
+def _advise(mapped: mmap.mmap, option: str, *where: int) -> None:
+    """Advises the kernel how `mapped` (or the range `where`, start and length) will be read, where it
+    takes the advice (not on Windows)."""
+    if hasattr(mmap, option):
+        mapped.madvise(getattr(mmap, option), *where)

@@ -145,8 +145,8 @@ def test_a_disk_cache_copy_is_checked_batch_by_batch_and_fetched_again_once(stor
     assert len(downloads) == 1  # shard 0, checked whole as it came
     entry = read_metadata(remote).shards[0]
     copy = copy_of(cache_dir, entry)
-    disk_cache._VERIFIED.clear()  # as a fresh process: nothing checked yet
     whole_reads.clear()
+    # The held-out case: this process downloaded and checked the copy, then it was damaged in place.
     with open(copy, "rb") as handle:
         flip_byte(copy, handle.read().index(value(7)) + 50)
 
