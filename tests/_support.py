@@ -130,3 +130,12 @@ def digested_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(staged_dedup.RowDigester, "keep", counting)
     return digested
+
+
+def flip_byte(path: str, offset: int, mask: int = 0x40) -> None:
+    """Flips the bits of `mask` in the byte at `offset` of the file at `path`, in place: the same file, the same size."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ mask]))

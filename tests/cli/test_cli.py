@@ -92,7 +92,7 @@ def test_info_describes_the_cache_and_counts_classes(cache, capsys):
     assert f"shards       {manifest.num_shards} ({human_size(manifest.num_bytes)} on disk" in out
     assert manifest.num_shards > 1
     assert "compression  none" in out and f"pyarrow {pyarrow.__version__}" in out and '"source": "test"' in out
-    assert "format       4, columns in Hugging Face's types" in out
+    assert "format       5, columns in Hugging Face's types" in out
     for name, feature in FEATURES.items():
         assert f"{name}  " in out and repr(feature) in out
     labels = collections.Counter(NAMES[make_example(i)["label"]] for i in range(ROWS))

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import collections
 import io
+import json
 import os
 import struct
 import zlib
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import strategies as st
 from PIL import Image as PILImage
 
 from beam_shards import ClassLabel, FeatureError, Features, Image, Sequence, Value, cli, read_metadata
+from beam_shards.format.layout import CacheLayout
+from beam_shards.format.shard_table import TableRef, table_file
+from beam_shards.storage.checksum import checksum_of
 
 from _reliability import edit_manifest, print_uncaptured
 from _support import png
@@ -173,3 +178,22 @@ def run_cli(capsys, argv: list[str]) -> tuple[int, str, str]:
 
 def cli_command(argv: list[str], path: str) -> list[str]:
     return [part.format(path=path) for part in argv]
+
+
+def rewrite_table(path: str, change: Callable[[pa.Table], pa.Table]) -> None:
+    """Lists `change(the latest version's shard table)` as that version's shards, in a table file of its
+    own, with every count of its header (`_versions/<N>.json` and `_metadata.json`) made to agree."""
+    layout, manifest = CacheLayout(path), read_metadata(path)
+    table = change(manifest.shards.arrow())
+    name, data = table_file(table, manifest.write_id)
+    with open(layout.table(name), "wb") as handle:
+        handle.write(data)
+    counts = {field: sum(table.column(field).to_pylist()) for field in ("num_rows", "num_bytes")}
+    with open(layout.version(manifest.version), "rb") as handle:
+        header = json.load(handle)
+    header.update(tables=[TableRef(name, table.num_rows, counts["num_rows"], counts["num_bytes"], len(data),
+                                   checksum_of(data)).to_dict()],
+                  num_shards=table.num_rows, statistics=None, **counts)
+    for where in (layout.version(manifest.version), layout.manifest):
+        with open(where, "w") as handle:
+            json.dump(header, handle)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import pickle
 import shutil
@@ -26,11 +25,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, ReadAllFromArrowShards,
                          ReadFromArrowShards, ShardedDataset, Value, read_metadata, shard_paths, verify, write_shards)
-from beam_shards.format.layout import CacheLayout
 from beam_shards.format.shard_table import TABLE_SCHEMA, ShardTable, TableRef, concat_tables, table_file
-from beam_shards.storage.checksum import checksum_of
 
-from _hostile import SCALE, printed_tally
+from _hostile import SCALE, printed_tally, rewrite_table
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,25 +52,6 @@ def cache(source, tmp_path) -> str:
     path = str(tmp_path / "cache")
     shutil.copytree(source, path)
     return path
-
-
-def rewrite_table(path: str, change: Callable[[pa.Table], pa.Table]) -> None:
-    """Lists `change(the latest version's shard table)` as that version's shards, in a table file of its
-    own, with every count of its header (`_versions/<N>.json` and `_metadata.json`) made to agree."""
-    layout, manifest = CacheLayout(path), read_metadata(path)
-    table = change(manifest.shards.arrow())
-    name, data = table_file(table, manifest.write_id)
-    with open(layout.table(name), "wb") as handle:
-        handle.write(data)
-    counts = {field: sum(table.column(field).to_pylist()) for field in ("num_rows", "num_bytes")}
-    with open(layout.version(manifest.version), "rb") as handle:
-        header = json.load(handle)
-    header.update(tables=[TableRef(name, table.num_rows, counts["num_rows"], counts["num_bytes"], len(data),
-                                   checksum_of(data)).to_dict()],
-                  num_shards=table.num_rows, statistics=None, **counts)
-    for where in (layout.version(manifest.version), layout.manifest):
-        with open(where, "w") as handle:
-            json.dump(header, handle)
 
 
 def entries(*picks: int) -> Callable[[pa.Table], pa.Table]:

@@ -12,7 +12,7 @@ from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Fe
 from beam_shards.format.layout import MANIFEST_NAME
 
 from _reliability import listed_manifest
-from _support import FEATURES, example
+from _support import FEATURES, example, flip_byte
 
 
 def write(path: str, n: int = 40, features: Features = FEATURES, **options) -> list[str]:
@@ -29,14 +29,6 @@ def manifest_data(path: str) -> dict:
 def save_manifest(path: str, data: dict) -> None:
     with open(os.path.join(path, MANIFEST_NAME), "w") as handle:
         json.dump(data, handle)
-
-
-def flip_byte(path: str, offset: int) -> None:
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        byte = handle.read(1)
-        handle.seek(offset)
-        handle.write(bytes([byte[0] ^ 0x40]))
 
 
 @pytest.fixture
