@@ -1,6 +1,10 @@
 """Every conversion pipeline writes the same input as byte-identical shards (names aside) on
 every local runner setup: in-process, 2 worker processes, 2 threads each replaying every bundle.
-Each writes every row once (the pipelines' tests of several workers are these)."""
+Each writes every row once (the pipelines' tests of several workers are these).
+
+The six conversions run as one Beam job per runner setup (`run_conversions`): a job's start
+(worker processes, Beam's fixed stages) costs seconds, and one job per pipeline and setup
+cost 18 of them."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import pytest
 
 from beam_shards import ShardedDataset
 from pipelines import csv, demo, image_folder, jsonl, parquet, tfrecord
+from pipelines.common import run_conversions
 
 from _support import jpeg, png
 from test_deterministic import count_chunks, shard_digests
@@ -81,12 +86,12 @@ def _demo_input(root) -> list[str]:
 
 
 PIPELINES = {
-    "csv": (csv.run, _csv_input),
-    "jsonl": (jsonl.run, _jsonl_input),
-    "image_folder": (image_folder.run, _image_folder_input),
-    "parquet": (parquet.run, _parquet_input),
-    "tfrecord": (tfrecord.run, _tfrecord_input),
-    "demo": (demo.run, _demo_input),
+    "csv": (csv.plan, _csv_input),
+    "jsonl": (jsonl.plan, _jsonl_input),
+    "image_folder": (image_folder.plan, _image_folder_input),
+    "parquet": (parquet.plan, _parquet_input),
+    "tfrecord": (tfrecord.plan, _tfrecord_input),
+    "demo": (demo.plan, _demo_input),
 }
 
 
@@ -98,21 +103,25 @@ ORDER = {
 }
 
 
-@pytest.mark.parametrize("name", PIPELINES)
-def test_a_pipeline_writes_identical_shards_on_every_runner(name, tmp_path, monkeypatch):
-    run, make_input = PIPELINES[name]
-    (tmp_path / "in").mkdir()
-    argv = make_input(tmp_path / "in") + SMALL
+def test_every_pipeline_writes_identical_shards_on_every_runner(tmp_path, monkeypatch):
+    argvs = {}
+    for name, (_, make_input) in PIPELINES.items():
+        (tmp_path / name / "in").mkdir(parents=True)
+        argvs[name] = make_input(tmp_path / name / "in") + SMALL
     chunks = count_chunks(monkeypatch)
     digests, written = {}, {}
     for runner, flags in RUNNERS.items():
         chunks.clear()
-        output = str(tmp_path / runner.replace(" ", "_").replace(",", ""))
-        manifest = run([*argv, "--output", output, *flags])
-        digests[runner], written[runner] = shard_digests(output), len(chunks)
-        assert manifest.num_rows == ROWS[name] and manifest.num_shards >= 3, (runner, manifest)
+        outputs = {name: str(tmp_path / name / runner.replace(" ", "_").replace(",", "")) for name in PIPELINES}
+        manifests = run_conversions([plan([*argvs[name], "--output", outputs[name], *flags])
+                                     for name, (plan, _) in PIPELINES.items()])
+        written[runner] = len(chunks)
+        for name, manifest in zip(PIPELINES, manifests):
+            digests[name, runner] = shard_digests(outputs[name])
+            assert manifest.num_rows == ROWS[name] and manifest.num_shards >= 3, (name, runner, manifest)
     repeated = written["2 threads, bundle repeat"]
     assert repeated > written["in-process"] > 1, f"the bundle repeat did not fire: {written}"
-    assert all(found == digests["in-process"] for found in digests.values()), digests
-    order = [ORDER[name](r) for r in ShardedDataset(str(tmp_path / "in-process"), image_mode="bytes")]
-    assert order == sorted(set(order)), "rows are in input order (files by name, then position), each once"
+    for name in PIPELINES:
+        assert all(digests[name, runner] == digests[name, "in-process"] for runner in RUNNERS), name
+        order = [ORDER[name](r) for r in ShardedDataset(str(tmp_path / name / "in-process"), image_mode="bytes")]
+        assert order == sorted(set(order)), f"{name}: rows are in input order (files by name, then position), each once"
