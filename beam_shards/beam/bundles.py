@@ -173,12 +173,17 @@ class WriteCounters:
 
 class WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
-    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
+    yielding `(staging id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
     with `dedup` ("rows" or a list of columns), the bundle's own duplicates are left out, and counted
     in the `DROPPED_TAG` output at its end, and the records of the rows staged (digest and place) go
     to the `DIGESTS_TAG` output in buckets (`staged_dedup.RowDigester`).
 
-    `features` None: they are made when the pipeline runs, and come to `WriteBundleWithIdFn` as a
+    The staging id names the folder its bundles' attempt folders go in: the write id when one is given,
+    else one made when the instance is set up, so no bundle waits for the write id made when the
+    pipeline runs (a side input costs Beam's per-window invoker on every element). Finalize publishes
+    under the write id and removes the staging of every staging id its shards name.
+
+    `features` None: they are made when the pipeline runs, and come to `WriteBundleWithFeaturesFn` as a
     side input (the bundle writer is made at the first element)."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
@@ -189,11 +194,12 @@ class WriteBundleFn(beam.DoFn):
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
         self._dedup = dedup
+        self._tagged_outputs = self._skip or dedup is not None
         self._digester: RowDigester | None = None
         self._counters = WriteCounters()
 
     def setup(self) -> None:
-        self._write_id = self._given_write_id
+        self._write_id = self._given_write_id or new_write_id()
         self._bundle = None if self._features is None else self._new_bundle(self._features)
 
     def _new_bundle(self, features: Features) -> BundleWriter:
@@ -214,12 +220,12 @@ class WriteBundleFn(beam.DoFn):
         if getattr(self, "_bundle", None) is not None:
             self._bundle.discard()
 
-    def process(self, element: Any) -> list[TaggedOutput]:
+    def process(self, element: Any) -> list[TaggedOutput] | None:
         key, example = split_key(element, None)
         if not self._bundle.started:
             self._bundle.start(self._write_id)
         self._bundle.add(example, key)
-        return self._tagged()
+        return self._tagged() if self._tagged_outputs else None
 
     def _tagged(self, end: bool = False) -> list[TaggedOutput]:
         """The dead letters and the rows' digests made since the last call, as tagged outputs (digests
@@ -246,13 +252,10 @@ class WriteBundleFn(beam.DoFn):
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
 
 
-class WriteBundleWithIdFn(WriteBundleFn):
-    """`WriteBundleFn` for a write whose id, or features, are made when the pipeline runs: they come as
-    side inputs (the features only when made then)."""
+class WriteBundleWithFeaturesFn(WriteBundleFn):
+    """`WriteBundleFn` for a write whose features are made when the pipeline runs: they come as a side input."""
 
-    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput]:
-        if self._write_id is None:
-            self._write_id = write_id_or_fallback(write_id)
+    def process(self, element: Any, features: Features) -> list[TaggedOutput] | None:
         if self._bundle is None:
             self._bundle = self._new_bundle(features)
         return super().process(element)
