@@ -173,17 +173,12 @@ class WriteCounters:
 
 class WriteBundleFn(beam.DoFn):
     """Encodes a bundle's examples and writes them into size-rotated staged shards (a `BundleWriter`),
-    yielding `(staging id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
+    yielding `(write id, shard)` for each; with `on_bad="skip"`, dead letters go to the `BAD_TAG` output;
     with `dedup` ("rows" or a list of columns), the bundle's own duplicates are left out, and counted
     in the `DROPPED_TAG` output at its end, and the records of the rows staged (digest and place) go
     to the `DIGESTS_TAG` output in buckets (`staged_dedup.RowDigester`).
 
-    The staging id names the folder its bundles' attempt folders go in: the write id when one is given,
-    else one made when the instance is set up, so no bundle waits for the write id made when the
-    pipeline runs (a side input costs Beam's per-window invoker on every element). Finalize publishes
-    under the write id and removes the staging of every staging id its shards name.
-
-    `features` None: they are made when the pipeline runs, and come to `WriteBundleWithFeaturesFn` as a
+    `features` None: they are made when the pipeline runs, and come to `WriteBundleWithIdFn` as a
     side input (the bundle writer is made at the first element)."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
@@ -199,7 +194,7 @@ class WriteBundleFn(beam.DoFn):
         self._counters = WriteCounters()
 
     def setup(self) -> None:
-        self._write_id = self._given_write_id or new_write_id()
+        self._write_id = self._given_write_id
         self._bundle = None if self._features is None else self._new_bundle(self._features)
 
     def _new_bundle(self, features: Features) -> BundleWriter:
@@ -252,10 +247,13 @@ class WriteBundleFn(beam.DoFn):
             yield window.GlobalWindows.windowed_value((self._write_id, shard))
 
 
-class WriteBundleWithFeaturesFn(WriteBundleFn):
-    """`WriteBundleFn` for a write whose features are made when the pipeline runs: they come as a side input."""
+class WriteBundleWithIdFn(WriteBundleFn):
+    """`WriteBundleFn` for a write whose id, or features, are made when the pipeline runs: they come as
+    side inputs (the features only when made then)."""
 
-    def process(self, element: Any, features: Features) -> list[TaggedOutput] | None:
+    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput] | None:
+        if self._write_id is None:
+            self._write_id = write_id_or_fallback(write_id)
         if self._bundle is None:
             self._bundle = self._new_bundle(features)
         return super().process(element)

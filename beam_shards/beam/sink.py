@@ -5,11 +5,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
 - initialize: a write id is made when the pipeline runs (`NewWriteId`), so a re-run
   of the same pipeline or template never reuses one.
 - write (`bundles.py`): each bundle attempt encodes its examples and stages size-rotated shards in
-  a folder of its own (`_staging/<staging id>/<attempt>/`), so retried or repeated
-  bundles never collide; a failed attempt removes its files. The staging id is the write
-  id when one is given at construction, else one each DoFn instance makes when set up:
-  the write id made when the pipeline runs would come as a side input, which costs
-  Beam's per-window invoker on every element. With
+  a folder of its own (`_staging/<write id>/<attempt>/`), so retried or repeated
+  bundles never collide; a failed attempt removes its files. A write id given at
+  construction reaches the DoFn with it; one made when the pipeline runs comes as a
+  side input, which costs Beam's per-window invoker on every element. With
   `on_bad="skip"`, an example that does not fit goes to a tagged output instead (only
   a committed bundle's reach it). Only the shards of committed bundles travel on,
   through a shuffle that makes the list stable.
@@ -22,11 +21,10 @@ The contract, in the shape of Beam's `iobase.WriteImpl`, each step idempotent:
   reshuffle spreads the bins over workers, and each bin's record batches are copied
   into one new staged shard in a fresh attempt folder (a retried or repeated merge
   never collides with another). A bin of one shard passes through unchanged.
-- finalize: `commit.publish` moves the listed shards to their final names (named for the
-  write id) and commits them as the next version; run again, it finds its version and
-  publishes nothing more. Then the staging of every staging id the shards name goes (with
-  the merged inputs, any abandoned merge attempt and the failed attempts of the instances
-  that staged them), and retention runs (`gc.py`).
+- finalize: `commit.publish` moves the listed shards to their final names and commits
+  them as the next version; run again, it finds its version and publishes nothing
+  more. Then the write's staging goes (with the merged inputs and any abandoned
+  merge attempt), and retention runs (`gc.py`).
 
 With `deterministic=True` the write and merge steps are `ordered.py`'s instead: rows
 grouped into chunks by key, each chunk written sorted, and shards merged and published
@@ -49,7 +47,7 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
 from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
-from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithFeaturesFn
+from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.ordered_dedup import ORDERED_RECORD, WriteChunkDedupFn, resized
 from beam_shards.beam.merging import merge_small_shards
 from beam_shards.beam.runner_limits import unsupported_runner
@@ -63,7 +61,7 @@ from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
                                         WriterOptions, WrittenShard)
 from beam_shards.versions.commit import check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage
-from beam_shards.versions.staging import remove_stagings, staged_order
+from beam_shards.versions.staging import remove_staging, staged_order
 
 _ON_BAD = ("fail", "skip")
 
@@ -84,22 +82,26 @@ class WriteWithBad(NamedTuple):
 
 
 def _plan_merge(grouped: Any, options: WriterOptions, overhead: int) -> list[tuple[str, list[WrittenShard]]]:
-    """The bins to merge, from every committed bundle's shards: `(staging id, shards)` pairs, a bin
-    merged under the staging id of its first shard.
+    """The bins to merge, from every committed bundle's shards: `(write id, shards)` pairs.
 
-    Sorted by staging id and path first, so a retried plan makes the same bins whatever order
-    the shuffle gave.
+    Sorted by staged path first, so a retried plan makes the same bins whatever order
+    the shuffle gave. Shards stay with their write id's staging (only runners with an
+    empty write id side input stage under more than one).
     """
-    ordered = sorted(grouped, key=lambda item: (item[0], staged_order(item[1])))
-    shards = [shard for _, shard in ordered]
-    return [(ordered[indices[0]][0], [shards[i] for i in indices])
-            for indices in plan_bins([s.num_bytes for s in shards], options.shard_size_bytes,
-                                     rows=[s.num_rows for s in shards], max_rows=options.max_rows_per_shard,
-                                     overhead=overhead)]
+    by_write: dict[str, list[WrittenShard]] = {}
+    for write_id, shard in sorted(grouped, key=lambda item: (item[0], staged_order(item[1]))):
+        by_write.setdefault(write_id, []).append(shard)
+    bins = []
+    for write_id, shards in sorted(by_write.items()):
+        for indices in plan_bins([s.num_bytes for s in shards], options.shard_size_bytes,
+                                 rows=[s.num_rows for s in shards], max_rows=options.max_rows_per_shard,
+                                 overhead=overhead):
+            bins.append((write_id, [shards[i] for i in indices]))
+    return bins
 
 
 def _write_ids(staged: beam.PCollection) -> beam.PCollection:
-    """The staging ids of the gathered staged shards (`merging.gather`'s one element)."""
+    """The write ids of the gathered staged shards (`merging.gather`'s one element)."""
     return staged | "WriteIds" >> beam.FlatMap(lambda kv: sorted({item[0] for item in kv[1]}))
 
 
@@ -123,7 +125,7 @@ class _FinalizeFn(beam.DoFn):
 
     def process(self, unused: Any, write_id: Any, staged: list[tuple], every_write_id: list[str] = (),
                 features: Features | None = None, skipped: Any = None, dropped: Iterable[int] = ()):
-        """`staged` holds `(staging id, shard)` pairs, or `(staging id, shard, order)` for a deterministic write;
+        """`staged` holds `(write id, shard)` pairs, or `(write id, shard, order)` for a deterministic write;
         `features` come as a side input when made as the pipeline runs (else they are the write's);
         `skipped`, with `max_bad`, the `bad_limit.Skipped` of the write; `dropped`, with `dedup`, counts
         of duplicate rows dropped, which add up to all of them."""
@@ -145,12 +147,11 @@ class _FinalizeFn(beam.DoFn):
         manifest = publish(self._path, write_id=write_id, features=features, staged=[item[1] for item in staged],
                            options=self._options, metadata=metadata, mode=self._mode, ordered=self._in_order,
                            since=self._since)
-        # Bundles staged under the staging ids of their DoFn instances (or a fresh id where a runner
-        # gave an empty write id side input).
-        others = ({item[0] for item in staged} | set(every_write_id)) - {write_id}
-        if others:
-            with best_effort(f"remove the staging of {len(others)} staging id(s) of write {write_id}", self._path):
-                remove_stagings(CacheLayout(self._path), others)
+        # Bundles whose write id fell back to a fresh one staged elsewhere.
+        layout = CacheLayout(self._path)
+        for other in sorted(({item[0] for item in staged} | set(every_write_id)) - {write_id}):
+            with best_effort(f"remove the staging of write {other}", self._path):
+                remove_staging(layout, other, temporaries=False)
         if self._retention is not None:
             with best_effort("apply retention after publishing", self._path):
                 collect_garbage(self._path, self._retention, sweep=False)
@@ -348,9 +349,9 @@ class WriteToArrowShards(beam.PTransform):
                 write_ids = _write_ids(staged)
             return self._finalize(do_once, write_id, features, merged, write_ids, runs[BAD_TAG], dropped)
         dedup = self._dedup
-        if side:
-            write = beam.ParDo(
-                WriteBundleWithFeaturesFn(self._path, given_features, options, given, self._on_bad, dedup), *side)
+        if given is None or side:
+            write = beam.ParDo(WriteBundleWithIdFn(self._path, given_features, options, given, self._on_bad, dedup),
+                               AsSingleton(write_id), *side)
         else:  # no side input: Beam's faster invoker
             write = beam.ParDo(WriteBundleFn(self._path, given_features, options, given, self._on_bad, dedup))
         tags = (BAD_TAG,) if dedup is None else (BAD_TAG, DIGESTS_TAG, DROPPED_TAG)

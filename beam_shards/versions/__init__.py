@@ -20,7 +20,6 @@ _LAZY = {
     "collect_garbage": "beam_shards.versions.gc",
     "find_garbage": "beam_shards.versions.gc",
     "remove_staging": "beam_shards.versions.staging",
-    "remove_stagings": "beam_shards.versions.staging",
     "staged_order": "beam_shards.versions.staging",
     "staged_shards": "beam_shards.versions.staging",
     "VerifyReport": "beam_shards.versions.verification",
@@ -31,7 +30,6 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "abandon", "bad_inputs_path", "check_features", "check_write", "collect_garbage", "compact", "DEFAULT_KEEP",
-    "DEFAULT_MIN_AGE", "deduplicate", "find_garbage", "find_published", "publish", "read_bad_inputs", "remove_staging",
-    "remove_stagings", "Retention",
+    "DEFAULT_MIN_AGE", "deduplicate", "find_garbage", "find_published", "publish", "read_bad_inputs", "remove_staging", "Retention",
     "staged_order", "staged_shards", "verify", "VerifyReport", "write_bad_inputs",
 ]

@@ -3,7 +3,7 @@ removing what it staged. Names come from `format.layout.CacheLayout`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import BinaryIO
 
 from beam_shards.errors import PublishError
@@ -58,17 +58,3 @@ def remove_staging(layout: CacheLayout, write_id: str, temporaries: bool = True)
         temporaries = [p for folder in (layout.path, layout.versions_dir, layout.tables_dir) if fs.exists(folder)
                        for p in folders.list_dir(folder, layout.temporaries_of(write_id))]
         fs.delete(sorted(temporaries))
-
-
-def remove_stagings(layout: CacheLayout, write_ids: Iterable[str]) -> None:
-    """`remove_staging` of several staging ids (without temporaries); on an object store from one
-    listing of `_staging/`, not one per id (a write's DoFn instances each stage under an id)."""
-    write_ids = sorted(set(write_ids))
-    if fs.is_local(layout.path) or len(write_ids) < 2:
-        for write_id in write_ids:
-            folders.delete_tree(layout.staging(write_id))
-    else:
-        prefixes = tuple(layout.staging(write_id) + "/" for write_id in write_ids)
-        fs.delete(sorted(path for path in folders.list_dir(layout.staging_root, recursive=True)
-                         if path.startswith(prefixes)))
-    folders.remove_empty_dir(layout.staging_root)

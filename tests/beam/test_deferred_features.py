@@ -186,6 +186,6 @@ def test_given_features_add_no_side_input_and_made_ones_reach_every_step_that_ne
     assert given["WriteToArrowShards/WriteBundles/ParDo(WriteBundleFn)"] == 0, "Beam's faster invoker"
     assert not any("CheckFeatures" in step for step in given)
     made = _side_inputs(None)
-    assert made["WriteToArrowShards/WriteBundles/ParDo(WriteBundleWithFeaturesFn)"] == 1, "the features alone"
+    assert made["WriteToArrowShards/WriteBundles/ParDo(WriteBundleWithIdFn)"] == 2, "the write id and the features"
     for step in ("MergeBins", "PlanMerge", "Finalize"):
         assert made[f"WriteToArrowShards/{step}"] == given[f"WriteToArrowShards/{step}"] + 1, step
