@@ -189,6 +189,7 @@ class WriteBundleFn(beam.DoFn):
         self._given_write_id = write_id
         self._skip = on_bad == "skip"
         self._dedup = dedup
+        self._tagged_outputs = self._skip or dedup is not None
         self._digester: RowDigester | None = None
         self._counters = WriteCounters()
 
@@ -214,12 +215,12 @@ class WriteBundleFn(beam.DoFn):
         if getattr(self, "_bundle", None) is not None:
             self._bundle.discard()
 
-    def process(self, element: Any) -> list[TaggedOutput]:
+    def process(self, element: Any) -> list[TaggedOutput] | None:
         key, example = split_key(element, None)
         if not self._bundle.started:
             self._bundle.start(self._write_id)
         self._bundle.add(example, key)
-        return self._tagged()
+        return self._tagged() if self._tagged_outputs else None
 
     def _tagged(self, end: bool = False) -> list[TaggedOutput]:
         """The dead letters and the rows' digests made since the last call, as tagged outputs (digests
@@ -250,7 +251,7 @@ class WriteBundleWithIdFn(WriteBundleFn):
     """`WriteBundleFn` for a write whose id, or features, are made when the pipeline runs: they come as
     side inputs (the features only when made then)."""
 
-    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput]:
+    def process(self, element: Any, write_id: Any, features: Features | None = None) -> list[TaggedOutput] | None:
         if self._write_id is None:
             self._write_id = write_id_or_fallback(write_id)
         if self._bundle is None:

@@ -46,6 +46,7 @@ from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import deferred, ordered, ordered_bins
 from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
+from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.ordered_dedup import ORDERED_RECORD, WriteChunkDedupFn, resized
 from beam_shards.beam.merging import merge_small_shards

@@ -26,7 +26,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import counters
+from beam_shards.beam import arrow_coder, counters  # noqa: F401 - arrow_coder registers the batches' coder
 from beam_shards.errors import CorruptCacheError, SchemaMismatchError
 from beam_shards.features import Features
 from beam_shards.features.decode import check_image_mode, decode_table
