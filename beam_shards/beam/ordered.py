@@ -54,7 +54,6 @@ from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import RESERVED_PREFIX, Features, Value
-from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.writer import EncodedRows
@@ -360,7 +359,6 @@ class WriteChunkFn(beam.DoFn):
     def _use(self, features: Features) -> BundleWriter:
         """The chunk writer of `features` (and the features of the runs read)."""
         self._features, self._runs = features, _run_features(features)
-        self._overhead = file_overhead(features)
         return BundleWriter(self._path, features, self._options)
 
     def teardown(self) -> None:
@@ -388,8 +386,8 @@ class WriteChunkFn(beam.DoFn):
         shards = self._chunk.finish()
         self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, (shard, sizes) in enumerate(zip(shards, batch_bytes(rows, shards, self._overhead))):
-            yield self._write_id, shard, (rank, index), sizes
+        for index, shard in enumerate(shards):
+            yield self._write_id, shard, (rank, index), batch_bytes(shard)
 
     def _kept(self, rows: pa.Table) -> pa.Table:
         """The rows of a chunk, in key order, that it writes (a deduplicating write leaves some out)."""
