@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import operator
 import pickle
 from collections.abc import Iterable, Iterator
@@ -250,7 +251,9 @@ class WriteRunsFn(beam.DoFn):
             chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
                                                                                                   self._options)]
         else:
-            chunks = [chunk_of(plain, self._chunk_rows) for plain, _, example in pairs for _ in range(_rows(example))]
+            # One chunk an example: the rows of a batch share its key.
+            chunks = [chunk for plain, _, example in pairs
+                      for chunk in itertools.repeat(chunk_of(plain, self._chunk_rows), _rows(example))]
         yield from _pieces(shards, chunks)
 
 
