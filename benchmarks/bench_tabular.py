@@ -76,6 +76,17 @@ def timed(argv: list[str], out: Path) -> float:
     return seconds
 
 
+def median_times(configs: dict[str, list[str]], repeats: int, out: Path, hf_cache: Path) -> dict[str, float]:
+    """The median wall time of each configuration's command over `repeats` fresh processes, taking
+    turns (HF's cache removed before each run, so each reads its input anew)."""
+    times: dict[str, list[float]] = {config: [] for config in configs}
+    for _ in range(repeats):
+        for config, argv in configs.items():
+            shutil.rmtree(hf_cache, ignore_errors=True)
+            times[config].append(timed(argv, out))
+    return {config: statistics.median(values) for config, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num_examples", type=int, default=70_000)
@@ -99,12 +110,7 @@ def main() -> None:
                 "HF load_dataset + save_to_disk": [sys.executable, "-c", HF_SCRIPT, hf_kind, str(path), str(out),
                                                    str(work / "hf_cache")],
             }
-            times: dict[str, list[float]] = {config: [] for config in configs}
-            for _ in range(args.repeats):
-                for config, argv in configs.items():
-                    shutil.rmtree(work / "hf_cache", ignore_errors=True)
-                    times[config].append(timed(argv, out))
-            medians = {config: statistics.median(values) for config, values in times.items()}
+            medians = median_times(configs, args.repeats, out, work / "hf_cache")
             hf = medians["HF load_dataset + save_to_disk"]
             print(f"{name} ({path.stat().st_size / 1e6:.1f} MB), medians of {args.repeats} fresh processes:")
             for config, seconds in medians.items():

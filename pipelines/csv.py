@@ -13,6 +13,13 @@ library's `csv`, which it uses.
 
 from __future__ import annotations
 
+from pipelines import command
+
+# Run as a script, the flags are read before the imports below, which take seconds (Beam's).
+build_parser = command.index_file_entry(
+    "csv", "Convert CSV index files (a header, then one example per row) into a cache.", "data/train.csv", text=True,
+    script=__name__ == "__main__")
+
 import collections
 import csv
 import io
@@ -210,16 +217,8 @@ def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens 
             for name, cell in row.items()}
 
 
-FORMAT = tabular.TabularFormat(
-    "csv", read_rows, to_example, parse_chunk, text=True,
-    description="Convert CSV index files (a header, then one example per row) into a cache.",
-    example_file="data/train.csv")
+FORMAT = tabular.TabularFormat("csv", read_rows, to_example, parse_chunk, build_parser, text=True)
 
 
-build_parser = FORMAT.build_parser
 plan = FORMAT.plan
 run = FORMAT.run
-
-
-if __name__ == "__main__":
-    common.run_script(__spec__.name)

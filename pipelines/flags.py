@@ -1,10 +1,12 @@
 """The flags every pipeline takes, and the inputs they name.
 
-A pipeline module builds its parser with `make_parser` (adding its own flags) and reads
-the command line with `parse_args`: every flag it does not know goes to Beam's
-`PipelineOptions`, but only when Beam (or the runner `--runner` names) takes it; any
-other is refused, naming the nearest known flag. `input_files` and `load_features` read
-what `--input` and `--features` name.
+A pipeline module builds its parser with `make_parser` (adding its own flags; an
+index-file pipeline's parser is `index_file_parser`) and reads the command line with
+`parse_args`: every flag it does not know goes to Beam's `PipelineOptions`, but only
+when Beam (or the runner `--runner` names) takes it; any other is refused, naming the
+nearest known flag. `input_files` and `load_features` read what `--input` and
+`--features` name. Building a parser imports no Beam (seconds of a
+start-up): `--help` and a malformed flag are answered without it (`command.launch`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import functools
 import json
 import os
 from collections.abc import Sequence
-
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from typing import TYPE_CHECKING
 
 from beam_shards import FeatureError, Features
 from beam_shards.format import COMPRESSIONS, MODES
@@ -26,7 +27,9 @@ from beam_shards.storage import folders, fs
 from beam_shards.terminal import ArgumentParser, print_error
 from beam_shards.units import count_flag, duration_flag, size_flag
 from pipelines.classes import resolve_class_flags
-from pipelines.runners import local_output_problem, unknown_runner_problem
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 DEFAULT_RUNNER = "FnApiRunner"
 # What --skip_bad skips at most without --max_bad: 1% of the inputs read.
@@ -98,6 +101,30 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
     return parser
 
 
+def index_file_parser(name: str, description: str, example_file: str, text: bool) -> argparse.ArgumentParser:
+    """The parser of an index-file pipeline (csv, jsonl): the common flags and its own; `text`: CSV's cells."""
+    parser = make_parser(name, description)
+    parser.add_argument("--input", required=True, metavar="PATTERN",
+                        help="the index file (CSV or JSON Lines), or a glob pattern of several (local, gs://...), "
+                             f"like {example_file}")
+    parser.add_argument("--features", metavar="FILE",
+                        help="a JSON file of the features (as Features.to_dict() or beam-shards infer gives); inferred "
+                             "when left out")
+    parser.add_argument("--image_column", action="append", metavar="NAME",
+                        help="a column of image paths; repeat it for several, or give '' for none (default: the "
+                             "column named image, when it holds image paths)")
+    parser.add_argument("--label_column", metavar="NAME",
+                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
+    parser.add_argument("--infer_rows", type=count_flag, default=None, metavar="N",
+                        help="infer the features from the first N rows only, read before the conversion (default: "
+                             "from every row, as the conversion reads them)")
+    if text:
+        parser.add_argument("--na_values", nargs="+", metavar="TOKEN",
+                            help="the cells that are null, instead of pandas' defaults ('', NA, N/A, NaN, null, None, "
+                                 "#N/A...); COLUMN=TOKEN gives a column exactly its own tokens (COLUMN= an empty cell)")
+    return parser
+
+
 def dedup_flag(args: argparse.Namespace) -> str | list[str] | None:
     """What `--dedup` gives the sink: None without it, "rows" alone, else its columns."""
     return None if args.dedup is None else args.dedup or "rows"
@@ -137,6 +164,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
     flags of the options its module defines (DaskRunner's `--dask_client_address`, say)
     are taken like Beam's own.
     """
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    from pipelines.runners import local_output_problem, unknown_runner_problem
+
     args, beam_args = parser.parse_known_args(argv)
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
@@ -172,6 +203,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
 def _beam_flags() -> frozenset[str]:
     """Every flag Beam's PipelineOptions takes: its own option groups', and those of every
     subclass imported so far (a dotted runner's module may define some)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     groups, seen = [PipelineOptions], set()
     while groups:
         group = groups.pop()

@@ -9,6 +9,13 @@ from `--features features.json` or are inferred from every row; see
 
 from __future__ import annotations
 
+from pipelines import command
+
+# Run as a script, the flags are read before the imports below, which take seconds (Beam's).
+build_parser = command.index_file_entry(
+    "jsonl", "Convert JSON Lines index files (one example per line) into a cache.", "data/train.jsonl",
+    script=__name__ == "__main__")
+
 import io
 import json
 import re
@@ -113,16 +120,8 @@ def to_example(row: dict[str, Any], features: Features, null_tokens: NullTokens 
     return conform_row(row, features)
 
 
-FORMAT = tabular.TabularFormat(
-    "jsonl", read_rows, to_example, parse_chunk,
-    description="Convert JSON Lines index files (one example per line) into a cache.",
-    example_file="data/train.jsonl")
+FORMAT = tabular.TabularFormat("jsonl", read_rows, to_example, parse_chunk, build_parser)
 
 
-build_parser = FORMAT.build_parser
 plan = FORMAT.plan
 run = FORMAT.run
-
-
-if __name__ == "__main__":
-    common.run_script(__spec__.name)

@@ -12,7 +12,7 @@ fit goes row by row, so a bad row is named by file, line and column.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -20,7 +20,6 @@ import apache_beam as beam
 from beam_shards import FeatureError, Features, Manifest
 from beam_shards.inference import DEFAULT_IMAGE_COLUMN, NullTokens, merge as merge_kinds
 from beam_shards.terminal import say
-from beam_shards.units import count_flag
 from pipelines import classes, common
 from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
 from pipelines.opening import open_input
@@ -48,20 +47,17 @@ class TabularFormat:
         ValueError naming the column when a value cannot be read.
       parse_chunk: pyarrow's reader of whole rows (`raw_batches.ParseChunk`).
       text: a header row, then cells of text (CSV), rather than JSON values.
-      description: the pipeline's one-line `--help` description.
-      example_file: an input file name for the help's examples.
+      build_parser: makes the pipeline's command-line parser (its `--help`).
     """
 
-    def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample, parse_chunk: ParseChunk, *,
-                 text: bool = False,
-                 description: str = "", example_file: str = "data/train"):
+    def __init__(self, name: str, read_rows: ReadRows, to_example: ToExample, parse_chunk: ParseChunk,
+                 build_parser: Callable[[], argparse.ArgumentParser], *, text: bool = False):
         self.name = name
         self.read_rows = read_rows
         self.to_example = to_example
         self.parse_chunk = parse_chunk
         self.text = text
-        self.description = description
-        self.example_file = example_file
+        self.build_parser = build_parser
 
     def read_file(self, path: str) -> Iterator[RawBatch]:
         """The raw batches of one input file."""
@@ -75,12 +71,6 @@ class TabularFormat:
             empty = not handle.read(1 << 16).strip()
         return f"{files[0]} is empty" if empty else f"{files[0]} holds no row after its header"
 
-    def build_parser(self) -> argparse.ArgumentParser:
-        """The pipeline's command-line parser (its `--help`)."""
-        parser = common.make_parser(self.name, self.description)
-        add_flags(parser, self.example_file, self.text)
-        return parser
-
     def run(self, argv: Sequence[str] | None = None) -> Manifest:
         """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
         return common.run_conversion(self.plan(argv))
@@ -91,27 +81,6 @@ class TabularFormat:
 
     def __repr__(self) -> str:
         return f"TabularFormat({self.name!r})"
-
-
-def add_flags(parser: argparse.ArgumentParser, example_file: str, text: bool) -> None:
-    """The flags of an index-file pipeline besides the common ones."""
-    parser.add_argument("--input", required=True, metavar="PATTERN",
-                        help=f"the index file (CSV or JSON Lines), or a glob pattern of several (local, gs://...), like {example_file}")
-    parser.add_argument("--features", metavar="FILE",
-                        help="a JSON file of the features (as Features.to_dict() or beam-shards infer gives); inferred "
-                             "when left out")
-    parser.add_argument("--image_column", action="append", metavar="NAME",
-                        help="a column of image paths; repeat it for several, or give '' for none (default: the "
-                             "column named image, when it holds image paths)")
-    parser.add_argument("--label_column", metavar="NAME",
-                        help="a column of class names or ids, stored as a ClassLabel with the classes of all rows")
-    parser.add_argument("--infer_rows", type=count_flag, default=None, metavar="N",
-                        help="infer the features from the first N rows only, read before the conversion (default: "
-                             "from every row, as the conversion reads them)")
-    if text:
-        parser.add_argument("--na_values", nargs="+", metavar="TOKEN",
-                            help="the cells that are null, instead of pandas' defaults ('', NA, N/A, NaN, null, None, "
-                                 "#N/A...); COLUMN=TOKEN gives a column exactly its own tokens (COLUMN= an empty cell)")
 
 
 def summarizer_of(tabular: TabularFormat, args: argparse.Namespace) -> Summarizer:

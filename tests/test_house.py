@@ -30,7 +30,7 @@ PIPELINE_FLOORS = {
     "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1,
     "write": 2, "inference": 2, "raw_batches": 2,
     "running": 3, "cast_batches": 3, "summaries": 3,
-    "common": 4,
+    "common": 4, "command": 4,
     "tabular": 5, "tfrecord_io": 5, "image_folder": 5, "demo": 5,
     "csv": 6, "jsonl": 6, "parquet": 6, "tfrecord": 6,
     "infer": 7,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import operator
 import pickle
 from collections.abc import Iterable, Iterator
@@ -54,7 +55,6 @@ from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import RESERVED_PREFIX, Features, Value
-from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.writer import EncodedRows
@@ -251,7 +251,9 @@ class WriteRunsFn(beam.DoFn):
             chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
                                                                                                   self._options)]
         else:
-            chunks = [chunk_of(plain, self._chunk_rows) for plain, _, example in pairs for _ in range(_rows(example))]
+            # One chunk an example: the rows of a batch share its key.
+            chunks = [chunk for plain, _, example in pairs
+                      for chunk in itertools.repeat(chunk_of(plain, self._chunk_rows), _rows(example))]
         yield from _pieces(shards, chunks)
 
 
@@ -360,7 +362,6 @@ class WriteChunkFn(beam.DoFn):
     def _use(self, features: Features) -> BundleWriter:
         """The chunk writer of `features` (and the features of the runs read)."""
         self._features, self._runs = features, _run_features(features)
-        self._overhead = file_overhead(features)
         return BundleWriter(self._path, features, self._options)
 
     def teardown(self) -> None:
@@ -388,8 +389,8 @@ class WriteChunkFn(beam.DoFn):
         shards = self._chunk.finish()
         self._counters.written(shards)
         rank = chunk_ranks[chunk]
-        for index, (shard, sizes) in enumerate(zip(shards, batch_bytes(rows, shards, self._overhead))):
-            yield self._write_id, shard, (rank, index), sizes
+        for index, shard in enumerate(shards):
+            yield self._write_id, shard, (rank, index), batch_bytes(shard)
 
     def _kept(self, rows: pa.Table) -> pa.Table:
         """The rows of a chunk, in key order, that it writes (a deduplicating write leaves some out)."""

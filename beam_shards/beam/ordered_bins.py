@@ -11,8 +11,11 @@ larger), and every bin but the last is over half of it whenever batches allow (t
 at most a quarter of the target, unless a single row is larger); a shard left whole
 passes through uncopied.
 
-Batch sizes come from the chunk writer (`batch_bytes`): each batch's share of its shard's
-bytes on disk, by its rows' sizes in memory, so the plan depends on the rows alone.
+Batch sizes come from the chunk writer (`batch_bytes`): each batch's message in its shard's
+file and its footer entry, which is what a merged shard of those batches holds past
+`file_overhead`, so a bin's planned size is the merged shard's size, and the plan depends
+on the rows alone. (Shares of a shard's bytes by the rows' sizes in memory gave a batch of
+small rows none of its ~300 bytes of message framing: bins of them passed the target.)
 """
 
 from __future__ import annotations
@@ -21,33 +24,25 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 from beam_shards.shards.merge import is_small
 from beam_shards.shards.options import WriterOptions, WrittenShard
 
 Order = tuple[int, ...]
 # A shard whole, or its batches [first, end): what a bin copies, in order.
 Span = WrittenShard | tuple[WrittenShard, int, int]
+# The footer's entry for a record batch: offset, metadata length and body length.
+_FOOTER_BLOCK_BYTES = 24
 
 
-def batch_bytes(table: pa.Table, shards: Sequence[WrittenShard], overhead: int) -> list[tuple[int, ...]]:
-    """Each record batch's bytes on disk, for `shards` written in order from the rows of `table`:
-    the shard's bytes past `overhead`, shared by the batches as their rows' sizes in memory."""
-    shares, start = [], 0
-    for shard in shards:
-        weights = []
-        for rows in shard.batch_rows:
-            weights.append(table.slice(start, rows).nbytes)
-            start += rows
-        total = sum(weights)
-        content = max(0, shard.num_bytes - overhead)
-        if not total:  # no bytes in memory: an even share each
-            weights, total = [1] * len(weights), len(weights)
-        ends = np.cumsum(weights) * content // total
-        shares.append(tuple(int(size) for size in np.diff(ends, prepend=0)))
-    return shares
+def batch_bytes(shard: WrittenShard) -> tuple[int, ...]:
+    """Each record batch's bytes in `shard`: its message in the file and its 24-byte entry in the footer.
+
+    Raises:
+      ValueError: a shard the writer did not say where its batches lie (an input given to a merge).
+    """
+    if shard.batch_spans is None:
+        raise ValueError(f"shard {shard.path} gives no record batch spans; only a shard a writer closed does")
+    return tuple(length + _FOOTER_BLOCK_BYTES for _, length, _ in shard.batch_spans)
 
 
 def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order, Sequence[int]]], options: WriterOptions,

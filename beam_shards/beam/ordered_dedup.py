@@ -9,7 +9,7 @@ chunk) and its place on disk (its shard's reference and its row there), sent on 
 of digests in the `DIGESTS_TAG` output, as the non-deterministic write's are (`staged_dedup`).
 `staged_dedup.DropStagedDuplicates` then sorts each bucket's records by digest and key order and
 copies the chunk shards holding a later row of a digest without it (a rare case: a chunk
-holds the rows of neighbouring keys), their batch sizes measured again for the merge plan
+holds the rows of neighbouring keys), their batch sizes taken from the copy for the merge plan
 (`resized`). Memory: one chunk's digests, and what `staged_dedup` says.
 
 Whatever the bundling, the same rows are kept and written in the same shards: a chunk drops
@@ -31,8 +31,7 @@ from beam_shards.beam.ordered import WriteChunkFn
 from beam_shards.beam.ordered_bins import batch_bytes
 from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, HeldRecords, check_columns, shard_reference
 from beam_shards.features import Features
-from beam_shards.shards import DIGEST_NUMBERS, ShardFile, WriterOptions, WrittenShard, row_digests
-from beam_shards.shards.merge import file_overhead
+from beam_shards.shards import DIGEST_NUMBERS, WriterOptions, WrittenShard, row_digests
 
 # The record of a row written: its digest (`DIGEST_NUMBERS`), its place in key order and its place on disk.
 ORDERED_RECORD = np.dtype([("high", "<u8"), ("low", "<u8"), ("rank", "<u8"), ("position", "<u8"),
@@ -133,9 +132,7 @@ class WriteChunkDedupFn(WriteChunkFn):
 
 def resized(copy: WrittenShard, rest: tuple[Any, ...], features: Features, options: WriterOptions) -> tuple[Any, ...]:
     """The `(order, batch bytes)` of a chunk's shard copied without its duplicates (`copy`): its order
-    as before, and its batches' bytes measured from its rows (as the chunk step measures them)."""
+    as before, and its batches' bytes as the copy's writer wrote them (the features and options
+    are those of `staged_dedup`'s resize, unused here)."""
     order, _ = rest
-    file = ShardFile.staged(copy.path, copy.num_rows, copy.num_bytes, copy.checksum, features, options.compression,
-                            options.column_types)
-    table = pa.Table.from_batches(list(file.iter_batches()), schema=file.schema)
-    return order, batch_bytes(table, [copy], file_overhead(features))[0]
+    return order, batch_bytes(copy)

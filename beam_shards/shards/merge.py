@@ -108,10 +108,19 @@ def plan_bins(sizes: Sequence[int], shard_size_bytes: int, *, keep_order: bool =
 
 
 def file_overhead(features: Features) -> int:
-    """The bytes an Arrow IPC file of these features holds with no rows: magic, schema and footer."""
-    sink = pa.BufferOutputStream()
-    pa.ipc.new_file(sink, features.arrow_schema()).close()
-    return sink.getvalue().size
+    """The bytes an Arrow IPC file of these features holds besides its record batches' messages and
+    footer entries: magic, schema and footer. Measured from files of one and two empty batches, as
+    a file of no batches pads its footer otherwise (a few bytes less)."""
+    schema = features.arrow_schema()
+    empty = pa.RecordBatch.from_arrays([pa.array([], field.type) for field in schema], schema=schema)
+    sizes = []
+    for batches in (1, 2):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, schema) as writer:
+            for _ in range(batches):
+                writer.write_batch(empty)
+        sizes.append(sink.getvalue().size)
+    return 2 * sizes[0] - sizes[1]
 
 
 def merge_shards(inputs: Sequence[Any], features: Features, open_shard: Callable[[int], tuple[str, BinaryIO]],

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import random
 
-import pyarrow as pa
 import pytest
 
-from beam_shards.beam.ordered_bins import batch_bytes, plan_ordered_bins
+from beam_shards.beam.ordered_bins import plan_ordered_bins
 from beam_shards.shards.merge import is_small
 from beam_shards.shards.options import WriterOptions, WrittenShard
 
@@ -79,10 +78,3 @@ def test_full_shards_pass_through_whole_and_a_small_one_before_a_full_one_takes_
         ([first[1]], (0, 0)), ([small[1], (rest[0][1], 0, 1)], (0, 1)), ([(rest[0][1], 1, 4)], (2, 0, 1)),
         ([rest[1][1]], (3, 0))]
 
-
-def test_batch_bytes_share_each_shards_bytes_by_its_rows_sizes():
-    table = pa.table({"data": [b"x" * 100] * 3 + [b"y" * 700] + [b"z" * 10] * 2})
-    shards = [WrittenShard("a", 4, 1_100, "c", (3, 1)), WrittenShard("b", 2, 340, "c", (1, 1))]
-    shares = batch_bytes(table, shards, 300)
-    assert [sum(share) for share in shares] == [800, 40]
-    assert shares[0][1] > 2 * shares[0][0] and shares[1] == (20, 20)
