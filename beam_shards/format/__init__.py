@@ -35,13 +35,16 @@ _LAZY = {
     "LISTED_FORMAT_VERSION": "beam_shards.format.manifest",
     "MAX_MANIFEST_BYTES": "beam_shards.format.manifest",
     "MODES": "beam_shards.format.manifest",
+    "SPANS_FORMAT_VERSION": "beam_shards.format.manifest",
     "Manifest": "beam_shards.format.manifest",
     "check_metadata": "beam_shards.format.manifest",
     "format_for": "beam_shards.format.manifest",
     "manifest_json": "beam_shards.format.manifest",
     "parse_json": "beam_shards.format.manifest",
     "size_problem": "beam_shards.format.manifest",
+    "BatchSpan": "beam_shards.format.shard_table",
     "ShardInfo": "beam_shards.format.shard_table",
+    "Spans": "beam_shards.format.shard_table",
     "ShardTable": "beam_shards.format.shard_table",
     "TableRef": "beam_shards.format.shard_table",
     "build_table": "beam_shards.format.shard_table",
@@ -57,11 +60,11 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "build_table", "CacheLayout", "check_metadata", "check_write_id", "classify", "COMPRESSIONS", "concat_tables",
+    "BatchSpan", "build_table", "CacheLayout", "check_metadata", "check_write_id", "classify", "COMPRESSIONS", "concat_tables",
     "format_for", "history", "is_write_id", "json_depth", "json_text_depth", "list_versions", "LISTED_FORMAT_VERSION",
     "LOCK_NAME", "Manifest", "manifest_json", "MANIFEST_NAME", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "MAX_PAST_POINTER",
     "MODES", "new_cache_id", "new_write_id", "parse_json", "parse_version_name", "plan_tables", "read_metadata",
-    "read_table", "read_version", "resolve", "shard_name", "shard_paths", "ShardInfo", "ShardTable", "size_problem",
+    "read_table", "read_version", "resolve", "shard_name", "shard_paths", "ShardInfo", "ShardTable", "size_problem", "Spans", "SPANS_FORMAT_VERSION",
     "STAGING_DIR", "Statistics", "table_file", "TableRef", "TABLES_DIR", "version_log", "version_name",
     "version_numbers", "VersionFolder", "VERSIONS_DIR", "write_id_of_shard", "write_id_time",
 ]

@@ -13,7 +13,9 @@ before them lack them). A third, `rows_id`, names the write whose rows a version
 order where that is not its own: a version `compact` made keeps its parent's rows, so training
 states taken on either stay valid on both. A version in "large" column types (an append onto a cache
 begun before format 4) is written in format 3, which implies them, so the beam_shards
-that wrote its base still reads it. Formats 1 and 2 listed every shard in the JSON; they
+that wrote its base still reads it. Format 5 changes no field here: its shard tables say where
+each record batch of a shard lies and its CRC-32 (`shard_table.BatchSpan`), and a version
+written in it is refused by the releases before it, naming the format. Formats 1 and 2 listed every shard in the JSON; they
 are still read. Parsing trusts nothing in the file: every field is checked and any
 problem is a `CorruptCacheError` naming the file and the field (a `NewerFormatError` for
 a format newer than this reads).
@@ -38,13 +40,15 @@ from beam_shards.format.statistics import Statistics
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 
 FORMAT_NAME = "beam_shards"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # Format 2 listed the shards in the JSON; a format-1 cache's only version is kept in it.
 LISTED_FORMAT_VERSION = 2
 # Format 3 named shard tables; its shards store "large" column types, and versions in them still take it.
 LARGE_FORMAT_VERSION = 3
 # The first format to name "column_types".
 TYPED_FORMAT_VERSION = 4
+# The first whose shard tables give each record batch's offset, length and CRC-32.
+SPANS_FORMAT_VERSION = 5
 
 
 def format_for(column_types: str) -> int:

@@ -18,8 +18,9 @@ DEFAULT_BATCH_BYTES = 16 << 20
 @dataclasses.dataclass(frozen=True)
 class WrittenShard:
     """A shard the writer closed: the path it was written to, its rows, size on disk and checksum,
-    the rows of each of its record batches and its statistics (None where not known: a shard
-    given as input to a merge)."""
+    the rows of each of its record batches, its statistics, and where each record batch lies
+    in the file, `(offset, length, crc32)` (None where not known: a shard given as input to
+    a merge)."""
 
     path: str
     num_rows: int
@@ -27,6 +28,7 @@ class WrittenShard:
     checksum: str
     batch_rows: tuple[int, ...] | None = None
     statistics: Statistics | None = None
+    batch_spans: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

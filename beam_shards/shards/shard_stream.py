@@ -6,6 +6,9 @@ and closes it. CRC-32, file writes and fsync all release the GIL, so with two co
 they cost the thread that encodes rows nothing: before, they were a third of a local
 write. What pyarrow hands over is immutable (bytes, or its own buffers), so holding on
 to it until the thread is done is safe.
+
+The thread also takes a CRC-32 of each record batch's bytes alone (format 5): the writer marks
+where a batch begins and ends (`begin_span`, `end_span`), and `spans()` gives them once written.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import zlib
 from typing import Any, BinaryIO
 
 from beam_shards.storage.checksum import Crc32
@@ -20,6 +24,16 @@ from beam_shards.storage.checksum import Crc32
 # Bytes queued and not yet written at most; a write waits for the thread past this.
 _DEFAULT_MAX_PENDING_BYTES = 16 << 20
 _DONE = None
+
+
+class _Mark:
+    """A point in the queue: a span of the file begins at `position` (`begin`) or ends there."""
+
+    __slots__ = ("begin", "position")
+
+    def __init__(self, begin: bool, position: int):
+        self.begin = begin
+        self.position = position
 
 
 class PendingBytes:
@@ -66,10 +80,13 @@ class ShardStream:
     def __init__(self, raw: BinaryIO, pending: PendingBytes | None = None):
         self._raw = raw
         self._pending = pending or PendingBytes()
-        self._queue: collections.deque[memoryview | None] = collections.deque()
+        self._queue: collections.deque[memoryview | _Mark | None] = collections.deque()
         self._changed = self._pending.changed
         self._error: BaseException | None = None
         self._crc = Crc32()
+        # The spans marked so far, (offset, length, CRC-32), and the one open: (offset, CRC so far).
+        self._spans: list[tuple[int, int, int]] = []
+        self._open_span: tuple[int, int] | None = None
         self.size = 0
         self.closed = False
         self._thread = threading.Thread(target=self._run, name="beam_shards-shard-stream", daemon=True)
@@ -89,6 +106,18 @@ class ShardStream:
             self._changed.notify_all()
         self.size += view.nbytes
         return view.nbytes
+
+    def begin_span(self, offset: int) -> None:
+        """Marks that a span (a record batch) begins at byte `offset`, at or after what is written so far."""
+        self._put(_Mark(True, offset))
+
+    def end_span(self) -> None:
+        """Marks that the open span ends at what is written so far."""
+        self._put(_Mark(False, self.size))
+
+    def spans(self) -> tuple[tuple[int, int, int], ...]:
+        """(offset, length, CRC-32) of each span marked, once `result()` returned."""
+        return tuple(self._spans)
 
     def tell(self) -> int:
         return self.size
@@ -125,7 +154,7 @@ class ShardStream:
             self._changed.notify_all()
         self._thread.join()
 
-    def _put(self, item: memoryview | None) -> None:
+    def _put(self, item: memoryview | _Mark | None) -> None:
         with self._changed:
             self._raise_error()
             self._queue.append(item)
@@ -133,7 +162,7 @@ class ShardStream:
 
     def _drop_queue(self) -> None:
         """Empties the queue, giving its bytes back to the bound (the caller holds the lock)."""
-        self._pending.count -= sum(item.nbytes for item in self._queue if item is not _DONE)
+        self._pending.count -= sum(item.nbytes for item in self._queue if isinstance(item, memoryview))
         self._queue.clear()
 
     def _raise_error(self) -> None:
@@ -152,7 +181,11 @@ class ShardStream:
                 if item is _DONE:
                     _sync(self._raw)
                     break
+                if isinstance(item, _Mark):
+                    self._mark(item)
+                    continue
                 try:
+                    self._span_update(item)
                     self._crc.update(item)
                     self._raw.write(item)
                 finally:  # given back even when the write fails: the bound is shared
@@ -170,6 +203,23 @@ class ShardStream:
             except BaseException as error:  # noqa: BLE001 - an upload fails on close
                 with self._changed:
                     self._error = self._error or error
+
+
+    def _mark(self, mark: _Mark) -> None:
+        if mark.begin:
+            self._open_span = (mark.position, 0)
+        else:
+            offset, crc = self._open_span
+            self._spans.append((offset, mark.position - offset, crc))
+            self._open_span = None
+
+    def _span_update(self, item: memoryview) -> None:
+        """Feeds the part of `item` (next at `self._crc.size`) inside the open span to its CRC."""
+        if self._open_span is not None:
+            offset, crc = self._open_span
+            skip = max(0, offset - self._crc.size)
+            if skip < item.nbytes:
+                self._open_span = (offset, zlib.crc32(item[skip:], crc))
 
 
 class _Aborted(Exception):

@@ -32,6 +32,8 @@ _MAX_STRING_BATCH_BYTES = 1 << 30
 # The footer repeats the schema and holds one 24-byte block entry per record batch.
 _FOOTER_FIXED_BYTES = 64
 _FOOTER_BLOCK_BYTES = 24
+# An IPC file begins with its 6-byte magic, padded to 8, then the schema's message.
+_FILE_MAGIC_BYTES = 8
 
 
 class ShardWriter:
@@ -98,6 +100,8 @@ class ShardWriter:
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
         self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
+        # pyarrow writes the magic and the schema with the first batch: that batch begins after them.
+        self._first_batch_offset = _FILE_MAGIC_BYTES + self._schema.serialize().size
         self._names = tuple(features)
         self._on_bad = on_bad
         self._hook = hook
@@ -340,7 +344,9 @@ class ShardWriter:
         if self._hook is not None:
             self._hook.written(self._path, self._shard_rows, batch)
         before = self._stream.size
+        self._stream.begin_span(before or self._first_batch_offset)
         self._ipc.write_batch(batch)
+        self._stream.end_span()
         self._shard_rows += batch.num_rows
         self._shard_batches += 1
         self._batch_rows.append(batch.num_rows)
@@ -392,6 +398,6 @@ class ShardWriter:
         """Waits until at most `keep` closed shards are still being written."""
         while len(self._closing) > keep:
             path, rows, size, stream, batch_rows, statistics = self._closing[0]
-            self.shards.append(WrittenShard(path, rows, size, stream.result(), batch_rows, statistics))
+            self.shards.append(WrittenShard(path, rows, size, stream.result(), batch_rows, statistics, stream.spans()))
             del self._closing[0]
 

@@ -44,13 +44,13 @@ from beam_shards.format.layout import (CacheLayout, check_write_id, is_write_id,
                                        shard_name, write_id_of_shard, write_id_time)
 from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
                                          check_metadata, format_for, json_depth, manifest_json)
-from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef, build_table
+from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
 from beam_shards.format.statistics import Statistics
 from beam_shards.format.version_files import read_table, read_version, version_numbers
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.storage import folders, fs
 from beam_shards.versions.lock import cache_lock, refuse_links
-from beam_shards.versions.new_tables import append_tables, table_with_kept, write_table
+from beam_shards.versions.new_tables import Added, added_table, append_tables, table_with_kept, write_table
 from beam_shards.versions.staging import move_into_place, remove_staging, staged_order
 
 MAX_COMMIT_ATTEMPTS = 100
@@ -215,7 +215,7 @@ def publish(path: str, *, write_id: str, features: Features, staged: Iterable[Wr
             staged = list(staged) if ordered else sorted(staged, key=staged_order)
             names = [shard_name(write_id, i, len(staged)) for i in range(len(staged))]
             rerun = move_into_place(layout, staged, names)
-            added = [(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
+            added = [(ShardInfo(name, s.num_rows, s.num_bytes, s.checksum), s.batch_rows, s.batch_spans)
                      for name, s in zip(names, staged)]
             statistics = Statistics.total(features, [s.statistics for s in staged])
             try:
@@ -265,14 +265,15 @@ def find_published(path: str, write_id: str, since: int | None = None,
     return None
 
 
-def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[tuple[ShardInfo, tuple | None]],
+def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[Added],
             statistics: Statistics | None, options: WriterOptions, metadata: dict[str, Any], mode: str,
             parent: int | None, kept: dict[int, int], since: int | None, seen: VersionFolder | None = None,
             same_rows: bool = False) -> Manifest:
     """Commits the new version; `seen` is the folder `publish` found, in which it looked for this
     write's own version (its first attempt builds on it: a commit since makes the create fail)."""
     path = layout.path
-    own = build_table([a[0] for a in added], [a[1] for a in added]) if not kept else None  # the added shards'
+    format_version = format_for(options.column_types)
+    own = added_table(added, format_version) if not kept else None  # the added shards'
     own_ref: TableRef | None = None  # `own` written alone, once whatever the attempts
     folder, tried = seen, None
     # The versions up to `looked` were searched for this write's own already (None: none were).
@@ -302,7 +303,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
         base = latest if mode == "append" and latest is not None else None
         version_statistics = statistics
         if kept:
-            refs = [write_table(layout, write_id, table_with_kept(latest, added, kept))]
+            refs = [write_table(layout, write_id, table_with_kept(latest, added, kept, format_version))]
             version_statistics = latest.statistics
         else:
             if base is None:
@@ -315,7 +316,7 @@ def _commit(layout: CacheLayout, write_id: str, features: Features, added: list[
             path=path, version=folder.next_number, write_id=write_id, features=features,
             shards=ShardTable(refs, layout.version(folder.next_number), functools.partial(read_table, path)),
             compression=options.compression, column_types=options.column_types,
-            format_version=format_for(options.column_types),
+            format_version=format_version,
             metadata=metadata or (base.metadata if base else {}), writer=writer_versions(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             parent_version=latest.version if latest else None, mode=mode, statistics=version_statistics,

@@ -1,7 +1,9 @@
 """The shard tables of a new version, written to `_tables/` under their content's name (so a file
 there never changes): a write's own shards, an append's (the base version's tables, the small ones
 at their end merged with the new shards' where `shard_table.plan_tables` says), and a rewrite's
-that keeps some of its parent's shards (`compact`).
+that keeps some of its parent's shards (`compact`). Tables of a version in format 5 give each
+shard's batch spans; those of an older format (an append in "large" column types) are written
+in the older schema, which the releases that wrote their base read.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import pyarrow.compute as pc
 
 from beam_shards.format.layout import CacheLayout
 from beam_shards.format.manifest import Manifest
-from beam_shards.format.shard_table import ShardInfo, TableRef, build_table, concat_tables, plan_tables, table_file
+from beam_shards.format.manifest import SPANS_FORMAT_VERSION
+from beam_shards.format.shard_table import (ShardInfo, Spans, TableRef, build_table, concat_tables, plan_tables,
+                                            table_file)
 from beam_shards.format.version_files import read_table
 from beam_shards.storage import fs
 from beam_shards.storage.checksum import checksum_of
@@ -39,15 +43,28 @@ def append_tables(layout: CacheLayout, write_id: str, base: Manifest, own: pa.Ta
     return refs[:keep] + [write_table(layout, write_id, concat_tables(tables) if len(tables) > 1 else own)]
 
 
-def table_with_kept(parent: Manifest, added: list[tuple[ShardInfo, tuple | None]], kept: dict[int, int]) -> pa.Table:
-    """The table of a rewrite of `parent` (compact): its shards at `kept` positions, the added ones between."""
-    new, shards, batch_rows = iter(added), [], []
+# A shard a write adds: its entry, the rows of its batches and where they lie (None: not known).
+Added = tuple[ShardInfo, tuple[int, ...] | None, Spans]
+
+
+def added_table(added: list[Added], format_version: int) -> pa.Table:
+    """The table of the `added` shards, for a version in `format_version`."""
+    return _table(added, format_version)
+
+
+def table_with_kept(parent: Manifest, added: list[Added], kept: dict[int, int], format_version: int) -> pa.Table:
+    """The table of a rewrite of `parent` (compact) in `format_version`: its shards at `kept` positions,
+    the added ones between."""
+    new, entries = iter(added), []
     for position in range(len(added) + len(kept)):
         if position in kept:
-            shards.append(parent.shards[kept[position]])
-            batch_rows.append(parent.shards.batch_rows(kept[position]))
+            index = kept[position]
+            entries.append((parent.shards[index], parent.shards.batch_rows(index), parent.shards.spans_of(index)))
         else:
-            shard, rows = next(new)
-            shards.append(shard)
-            batch_rows.append(rows)
-    return build_table(shards, batch_rows)
+            entries.append(next(new))
+    return _table(entries, format_version)
+
+
+def _table(entries: list[Added], format_version: int) -> pa.Table:
+    spans = [entry[2] for entry in entries] if format_version >= SPANS_FORMAT_VERSION else None
+    return build_table([entry[0] for entry in entries], [entry[1] for entry in entries], spans)

@@ -106,7 +106,7 @@ def test_format3_cache_takes_appends_in_its_own_column_types_and_overwrites_in_h
     assert (compacted.num_shards, compacted.format_version, compacted.column_types) == (1, 3, "large")
     assert ids(path) == list(range(45))
     overwritten = write_shards((example(i) for i in range(5)), path, FEATURES, retention=None)
-    assert (overwritten.format_version, overwritten.column_types) == (4, "hf")
+    assert (overwritten.format_version, overwritten.column_types) == (5, "hf")
     assert ArrowBackend.open(path).slice(0, 1).schema.field("caption").type == pa.string()
     assert ids(path) == list(range(5)) and ids(path, version=4) == list(range(45)) and verify(path, version=3).ok
 
@@ -135,6 +135,6 @@ def test_a_format3_cache_written_anew_from_its_batches_gets_hugging_faces_types(
     path = saved("format3_cache", tmp_path)
     anew = str(tmp_path / "anew")
     manifest = write_shards(ArrowBackend.open(path).iter_batches(), anew, read_metadata(path).features)
-    assert (manifest.format_version, manifest.column_types, manifest.num_rows) == (4, "hf", 40)
+    assert (manifest.format_version, manifest.column_types, manifest.num_rows) == (5, "hf", 40)
     old, new = (ArrowBackend.open(where).slice(0, 40) for where in (path, anew))
     assert new.schema.field("caption").type == pa.string() and new.cast(old.schema).equals(old)

@@ -58,7 +58,7 @@ def corrupt_error(path: str) -> str:
 def test_header_of_format_version_4_names_its_shard_table_statistics_and_column_types(cache):
     with open(manifest_file(cache)) as handle:
         header = json.load(handle)
-    assert header["format"] == "beam_shards" and header["format_version"] == 4 and "shards" not in header
+    assert header["format"] == "beam_shards" and header["format_version"] == FORMAT_VERSION and "shards" not in header
     assert header["column_types"] == "hf"
     assert header["num_rows"] == 40 and header["num_shards"] == 3
     [table] = header["tables"]
@@ -125,7 +125,7 @@ def test_manifest_that_is_not_json(cache):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(format="parquet"), "not a beam_shards manifest"),
     (lambda d: d.pop("format"), "not a beam_shards manifest"),
-    (lambda d: d.update(format_version=5), "format version 5; this beam_shards reads versions 1 to 4 (upgrade"),
+    (lambda d: d.update(format_version=6), "format version 6; this beam_shards reads versions 1 to 5 (upgrade"),
     (lambda d: d.update(format_version="1"), "format version '1'"),
     (lambda d: d.pop("format_version"), "format version None"),
 ])
@@ -154,10 +154,10 @@ def test_fields_of_the_wrong_kind(cache, change, message):
 
 
 def test_a_newer_format_asks_for_an_upgrade_and_not_to_move_the_file_aside(cache):
-    edit(cache, lambda d: d.update(format_version=5))
+    edit(cache, lambda d: d.update(format_version=6))
     with pytest.raises(NewerFormatError) as info:
         read_metadata(cache)
-    assert "format version 5; this beam_shards reads versions 1 to 4 (upgrade beam_shards" in str(info.value)
+    assert "format version 6; this beam_shards reads versions 1 to 5 (upgrade beam_shards" in str(info.value)
     assert "move it aside" not in str(info.value), "a newer format is not damage"
 
 
@@ -263,4 +263,4 @@ def test_features_with_no_cache_files_still_validate(tmp_path):
     manifest = read_metadata(path)
     assert manifest.num_rows == 0 and manifest.shards == () and manifest.statistics.num_rows == 0
     with open(CacheLayout(path).version(1)) as handle:
-        assert json.load(handle)["format_version"] == FORMAT_VERSION == 4
+        assert json.load(handle)["format_version"] == FORMAT_VERSION == 5

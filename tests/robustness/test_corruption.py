@@ -233,9 +233,9 @@ def test_manifest_with_a_wrong_shard_row_count(cache):
 
 
 def test_manifest_of_an_unknown_format_version(cache):
-    edit_manifest(cache, lambda data: data.update(format_version=5))
-    _assert_verify_reports(cache, "has format version 5; this beam_shards reads versions 1 to 4 (upgrade beam_shards")
-    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 5")
+    edit_manifest(cache, lambda data: data.update(format_version=6))
+    _assert_verify_reports(cache, "has format version 6; this beam_shards reads versions 1 to 5 (upgrade beam_shards")
+    _assert_every_reader_refuses(cache, CorruptCacheError, "format version 6")
 
 
 def test_manifest_that_is_not_json(cache):

@@ -67,7 +67,7 @@ def test_every_publish_is_a_new_immutable_version(tmp_path):
         assert open(os.path.join(path, name), "rb").read() == data, "a published shard changed"
     assert read_metadata(path).version == 2 and read_metadata(path, version=1).write_id == first.write_id
     with open(os.path.join(path, MANIFEST_NAME)) as handle:
-        assert json.load(handle)["format_version"] == 4, "_metadata.json holds the latest version's header"
+        assert json.load(handle)["format_version"] == 5, "_metadata.json holds the latest version's header"
     with pytest.raises(VersionNotFoundError, match=r"no version 7:.*kept: 1-2"):
         read_metadata(path, version=7)
 
@@ -133,7 +133,7 @@ def test_a_writer_that_loses_the_race_publishes_the_next_version(tmp_path, monke
             staged_fast = stage(path, fast, rows(10, 5, "fast"))
             names = [shard_name(fast, i, len(staged_fast)) for i in range(len(staged_fast))]
             staging.move_into_place(CacheLayout(path), staged_fast, names)
-            added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows)
+            added = [(ShardInfo(n, s.num_rows, s.num_bytes, s.checksum), s.batch_rows, s.batch_spans)
                      for n, s in zip(names, staged_fast)]
             real_commit(CacheLayout(path), fast, SMALL, added, None, WriterOptions(), {}, "append", None, {}, None)
             return stale
