@@ -49,10 +49,12 @@ def test_format4_cache_takes_appends_that_list_its_shards_again(tmp_path):
     path = saved("format4_cache", tmp_path)
     old_shards = [s.file for s in read_metadata(path).shards]
     appended = write_shards((example(i) for i in range(40, 45)), path, FEATURES, mode="append", retention=None)
-    # An append is written in today's format: its base's shards are listed again as they are, in the same
-    # column types, so one version mixes shards of both formats.
-    assert (appended.version, appended.format_version, appended.column_types, appended.num_rows) == (3, 4, "hf", 45)
+    # Format 5 adds no column types, so an append onto format 4 is written in format 5 (its new shards' batches
+    # are located and checked alone); its base's shards are listed again as they are, read by their footers.
+    assert (appended.version, appended.format_version, appended.column_types, appended.num_rows) == (3, 5, "hf", 45)
     assert [s.file for s in appended.shards][:10] == old_shards, "the format-4 shards are listed again, not copied"
+    assert [appended.shards.batch_spans(k) is None for k in range(11)] == [True] * 10 + [False]
+    assert [span.rows for span in appended.shards.batch_spans(10)] == [5]
     assert appended.statistics.columns["tags"].items == sum(i % 3 for i in range(45))
     assert_rows_as_written(path, 45)
     assert ids(path, version=2) == list(range(40)) and read_metadata(path, version=2).format_version == 4
