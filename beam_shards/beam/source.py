@@ -15,7 +15,8 @@ fetching only the footer and the buffers of the batches and columns being read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -32,6 +33,7 @@ from beam_shards.features.decode import check_image_mode, decode_table
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.shard_file import ShardFile
+from beam_shards.shards.span_reader import SpanReader
 
 _DEFAULT_SPLIT_BYTES = 16 << 20
 
@@ -86,14 +88,21 @@ class BatchRangeProvider(RestrictionProvider):
 def plan_shard(manifest: Manifest, shard_id: int, desired_split_bytes: int = _DEFAULT_SPLIT_BYTES) -> ShardTask:
     """Checks shard `shard_id` against the manifest (size, schema, rows) and sizes it for splitting.
 
-    Counting rows reads every batch's header and one narrow column, not the data.
+    Counting rows reads every batch's header and one narrow column, not the data; a format-5
+    shard's table counts its batches, and only its size is checked here (its schema, rows and
+    CRC-32s are checked as each batch is read).
 
     Raises:
       CorruptCacheError: the shard is missing, truncated, unreadable, or differs from
         the manifest.
     """
     shard = ShardFile.of(manifest, shard_id)
-    num_batches = len(shard.batch_rows())
+    spans = manifest.shards.batch_spans(shard_id)
+    if spans is not None:  # format 5: the shard table counts its batches; opening it checks its size
+        SpanReader(shard, spans)
+        num_batches = len(spans)
+    else:
+        num_batches = len(shard.batch_rows())
     split_batches = max(1, desired_split_bytes * num_batches // max(1, shard.entry.num_bytes))
     return ShardTask(manifest.path, manifest.version, shard_id, num_batches, shard.entry.num_bytes, split_batches)
 
@@ -218,14 +227,20 @@ class _ReadBatchesFn(beam.DoFn):
             return
         manifest = self._manifests.get(task.path, task.version)
         shard = ShardFile.of(manifest, task.shard_id)
-        reader = shard.open(columns=self._spec.columns)
-        if reader.num_record_batches != task.num_batches:
-            raise CorruptCacheError(f"{shard.where} now holds {reader.num_record_batches} "
+        spans = manifest.shards.batch_spans(task.shard_id)
+        if spans is not None:  # format 5: each batch found by the shard table and checked alone
+            read: Callable[[int], pa.RecordBatch] = SpanReader(shard, spans, sequential=True).read
+            count = len(spans)
+        else:
+            reader = shard.open(columns=self._spec.columns)
+            read, count = functools.partial(shard.read_batch, reader), reader.num_record_batches
+        if count != task.num_batches:
+            raise CorruptCacheError(f"{shard.where} now holds {count} "
                                     f"record batches, {task.num_batches} when the read was planned")
         for index in range(restriction.start, restriction.stop):
             if not tracker.try_claim(index):
                 return
-            batch = shard.read_batch(reader, index)
+            batch = read(index)
             self._rows.inc(batch.num_rows)
             self._bytes.inc(batch.nbytes)
             yield from self._spec.outputs(batch, manifest.features)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import threading
@@ -14,14 +13,13 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.display import short_repr
-from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import ShardInfo, ShardTable
 from beam_shards.read.indexing import as_int, check_index, check_indices
 from beam_shards.read.open_shard import CachedBatch, OpenShard, readers_of, rows_of
-from beam_shards.shards.shard_file import ShardFile
+from beam_shards.read.shard_loading import load_shard
 from beam_shards.storage.disk_cache import DiskCache
 
 DEFAULT_MAX_OPEN_SHARDS = 512
@@ -36,7 +34,11 @@ class ArrowBackend:
 
     Shards open lazily, at most `max_open_shards` at a time (least recently used are
     closed first), and each record batch is read and checked when first touched, so
-    reading one row reads one batch. Local uncompressed shards are memory-mapped and
+    reading one row reads one batch. A format-5 shard's batch is found where the shard
+    table says, without reading the file's footer, and its CRC-32 is checked by this
+    backend before it serves a row of it (`shard_loading`), so a byte damaged on disk
+    since is never served, whatever other readers checked before; point reads advise
+    the map for random access, scans for sequential. Local uncompressed shards are memory-mapped and
     read without copies. Batches that hold real memory (compressed, or read from an
     object store with ranged reads of the footer and of the batches needed) are kept
     up to `max_memory_bytes`, least recently used dropped first.
@@ -91,8 +93,10 @@ class ArrowBackend:
           max_open_shards: how many shards may be open at once.
           max_memory_bytes: how many bytes of compressed or downloaded batches are kept.
           cache_dir: for a cache on an object store, a local folder where whole shards
-            are kept once downloaded (checked against their checksum, and again by each
-            process before it first reads them; shared by every process on the machine;
+            are kept once downloaded (checked against their checksum; a format-5 shard's
+            copy then has each record batch checked when this reader first reads it, and
+            is fetched again once if damaged, an older shard's copy is read whole and
+            checked by each process before it first reads it; shared by every process on the machine;
             least recently used evicted first; when the folder cannot be written, shards
             are read with ranged reads and a warning says so); None reads only the
             batches needed, with ranged reads.
@@ -278,7 +282,7 @@ class ArrowBackend:
         if rng is not None:
             order = [order[i] for i in rng.permutation(len(order))]
         for shard_id in order:
-            shard = self._shard(shard_id)
+            shard = self._shard(shard_id, sequential=rng is None)
             count = len(shard.batches)
             for b in (rng.permutation(count).tolist() if rng is not None else range(count)):
                 yield self._batch(shard_id, shard, b).batch
@@ -298,7 +302,7 @@ class ArrowBackend:
                 raise IndexError(f"shard index {shard_id} out of range for {self.num_shards} shards")
         return ids
 
-    def _shard(self, shard_id: int) -> OpenShard:
+    def _shard(self, shard_id: int, sequential: bool = False) -> OpenShard:
         if os.getpid() != self._pid:
             self._reset()
         with self._lock:
@@ -306,7 +310,7 @@ class ArrowBackend:
             if shard is not None:
                 self._open.move_to_end(shard_id)
                 return shard
-        shard = self._load(shard_id)
+        shard = self._load(shard_id, sequential)
         with self._lock:
             self._open[shard_id] = shard
             self._open.move_to_end(shard_id)
@@ -340,40 +344,11 @@ class ArrowBackend:
                 if opened is not None:
                     opened.batches[old_b] = None
 
-    def _load(self, shard_id: int) -> OpenShard:
+    def _load(self, shard_id: int, sequential: bool) -> OpenShard:
         if self._manifest is None:
             batches = self._table.to_batches()
             return OpenShard([len(batch) for batch in batches], 0, batches.__getitem__, resident=False)
-        file = ShardFile.of(self._manifest, shard_id)
-        source = self._open_source(file)
-        reader = file.reader(source)
-        start, free = self._shards.start(shard_id), file.reads_free(source)
-        rows = self._shards.batch_rows(shard_id)
-        if rows is not None:  # the shard table says: no batch header is read before its batch is needed
-            file.check_batch_count(reader, rows)
-            return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows), resident=not free)
-        if free:
-            unchecked = file.unchecked_batches(reader)
-            return OpenShard([batch.num_rows for batch in unchecked], start,
-                             functools.partial(_checked, file, unchecked), resident=False)
-        rows = file.batch_rows(source, reader)
-        return OpenShard(rows, start, functools.partial(file.read_batch, reader), resident=True)
-
-    def _open_source(self, file: ShardFile) -> pa.NativeFile:
-        """The shard's file: from the disk cache for a remote shard when there is one, else where it is."""
-        if self._disk_cache is None or not file.is_remote:
-            return file.open_source()
-        for _ in range(3):
-            copy = self._disk_cache.get(file.path, file.entry.checksum, file.entry.num_bytes, file.open_source)
-            if copy is None:  # larger than the whole disk cache, or the local disk failed
-                return file.open_source()
-            try:
-                return file.open_source(copy)
-            except CorruptCacheError:
-                if os.path.exists(copy):
-                    raise
-                # Another process evicted it between get and open: get it again.
-        return file.open_source()
+        return load_shard(self._manifest, shard_id, self._disk_cache, sequential)
 
     @property
     def memory_bytes(self) -> int:
@@ -384,11 +359,6 @@ class ArrowBackend:
     def open_shards(self) -> list[int]:
         """The shards open now, least recently used first."""
         return list(self._open)
-
-
-def _checked(file: ShardFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
-    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches`), validated on this first touch."""
-    return file.check_batch(unchecked[b])
 
 
 def _widen_binary(table: pa.Table) -> pa.Table:

@@ -19,6 +19,8 @@ _LAZY = {
     "DIGEST_NUMBERS": "beam_shards.shards.row_digest",
     "row_digests": "beam_shards.shards.row_digest",
     "ShardFile": "beam_shards.shards.shard_file",
+    "DamagedBatchError": "beam_shards.shards.span_reader",
+    "SpanReader": "beam_shards.shards.span_reader",
     "EncodedRows": "beam_shards.shards.writer",
     "ShardWriter": "beam_shards.shards.writer",
     "split_key": "beam_shards.shards.writer_inputs",
@@ -27,7 +29,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "BatchHook", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
+    "BatchHook", "DamagedBatchError", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
     "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "is_small", "later_records", "merge_shards", "plan_bins",
-    "row_digests", "ShardFile", "ShardWriter", "split_key", "WriterOptions", "WrittenShard",
+    "row_digests", "ShardFile", "ShardWriter", "SpanReader", "split_key", "WriterOptions", "WrittenShard",
 ]

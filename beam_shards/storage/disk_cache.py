@@ -24,7 +24,9 @@ download and then reuse it, while different shards download in parallel. Each us
 download the least recently used files are deleted until the folder holds at most `max_bytes`.
 
 A file can still be damaged in place after its rename (a bad disk, a stray write), so each process reads and checks
-a file once before it first serves it, and replaces a bad one with a fresh download. When the cache folder cannot
+a file once before it first serves it, and replaces a bad one with a fresh download. A reader that checks every part
+of a file it reads (a format-5 shard, whose record batches each have a CRC-32) asks for the file without that whole
+read (`whole_check=False`), and hands back a copy it found damaged with `refetch`. When the cache folder cannot
 be written (full disk, quota, read-only, permissions, I/O errors), `get` returns None, so the shard is read from the
 store with ranged reads instead, and warns once per process and folder.
 """
@@ -97,7 +99,7 @@ class DiskCache:
     def __repr__(self) -> str:
         return f"DiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
 
-    def get(self, uri: str, key: str, size: int, fetch: Callable[[], BinaryIO]) -> str | None:
+    def get(self, uri: str, key: str, size: int, fetch: Callable[[], BinaryIO], whole_check: bool = True) -> str | None:
         """The local path of the complete file at `uri`, of checksum `key` and `size` bytes, fetched with `fetch()`
         if absent or damaged.
 
@@ -111,6 +113,8 @@ class DiskCache:
           key: the file's checksum as its manifest writes it, like `"crc32:0a1b2c3d"`.
           size: its size in bytes.
           fetch: opens a readable binary stream of the remote file; called at most once.
+          whole_check: read a file this process has not checked whole before serving it; without, a file of the
+            right size is served as it is (its reader checks what it reads). A download is checked whole either way.
 
         Returns:
           The path, or None (read the remote file in ranges instead) when `size` exceeds `max_bytes`, or when the
@@ -126,7 +130,7 @@ class DiskCache:
         if size > self.max_bytes:
             return None
         try:
-            return self._get(uri, key, size, fetch, path)
+            return self._get(uri, key, size, fetch, path, whole_check)
         except _StoreError as failure:
             error = failure.error
         except OSError as failure:
@@ -137,7 +141,24 @@ class DiskCache:
             return None
         raise error  # Outside the handler above, so the store's error keeps its own context.
 
-    def _get(self, uri: str, key: str, size: int, fetch: Callable[[], BinaryIO], path: str) -> str:
+    def refetch(self, uri: str, key: str, size: int, fetch: Callable[[], BinaryIO],
+                damaged: tuple[int, int]) -> str | None:
+        """`get` after a reader found the copy it read damaged: the file of identity `damaged` (device, inode) is
+        deleted, under the lock its downloads take, if it is still there (another process may have replaced it
+        already), and the file is fetched again and checked whole.
+
+        Returns and raises as `get`.
+        """
+        path = os.path.join(self.cache_dir, _file_name(uri, key, size))
+        with contextlib.suppress(OSError):  # gone already, or a folder that cannot be written (`get` says so)
+            with filelock.FileLock(path + ".lock"):
+                info = os.stat(path, follow_symlinks=False)
+                if (info.st_dev, info.st_ino) == damaged:
+                    os.remove(path)
+        return self.get(uri, key, size, fetch)
+
+    def _get(self, uri: str, key: str, size: int, fetch: Callable[[], BinaryIO], path: str,
+             whole_check: bool = True) -> str:
         """`get` for a file that fits, at `path`.
 
         Raises:
@@ -145,7 +166,7 @@ class DiskCache:
           OSError: the cache folder cannot be read or written.
           CorruptCacheError: as `get`.
         """
-        if _complete(path, key, size):
+        if _complete(path, key, size, whole_check):
             self.hits += 1
             return path
         private_folder(self.cache_dir, create=True)
@@ -260,11 +281,11 @@ def _temporary_name(path: str) -> str:
     return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def _complete(path: str, key: str, size: int) -> bool:
+def _complete(path: str, key: str, size: int, whole_check: bool = True) -> bool:
     """Whether `path` holds the whole file of checksum `key` and `size` bytes; if so, marks it as just used.
 
-    A file this process has not checked yet is read whole and checked; one that is absent, of another size,
-    damaged or a link gives False.
+    A file this process has not checked yet is read whole and checked (unless not `whole_check`); one that is
+    absent, of another size, damaged or a link gives False.
 
     Raises:
       OSError: the file cannot be read or marked used (other than being absent or a link).
@@ -275,7 +296,7 @@ def _complete(path: str, key: str, size: int) -> bool:
             if stat.st_size != size:
                 return False
             identity = (path, stat.st_dev, stat.st_ino)
-            if identity not in _VERIFIED:
+            if whole_check and identity not in _VERIFIED:
                 crc = Crc32()
                 while chunk := handle.read(_CHUNK):
                     crc.update(chunk)

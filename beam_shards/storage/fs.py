@@ -153,10 +153,8 @@ def open_random_access(path: str) -> pa.NativeFile:
     import pyarrow as pa
 
     if is_local(path):
-        info = os.stat(local_path(path))  # FileNotFoundError names the path
-        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the map
-            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
-        return _map(local_path(path), info.st_size)
+        mapped, _ = map_file(path)
+        return pa.BufferReader(b"" if mapped is None else pa.py_buffer(mapped))
     if scheme(path) in store_calls.STORE_SCHEMES:
         from beam_shards.storage import stores
 
@@ -179,21 +177,27 @@ def open_random_access(path: str) -> pa.NativeFile:
     return pa.PythonFile(open_read(path), mode="r")
 
 
-def _map(path: str, size: int) -> pa.BufferReader:
-    """The local file at `path` memory-mapped read-only, read through a pyarrow BufferReader.
+def map_file(path: str) -> tuple[mmap.mmap | None, os.stat_result]:
+    """The local file at `path` memory-mapped read-only (None when it is empty: an empty file cannot
+    be mapped), and its status when mapped (size, device and inode).
 
-    pyarrow's own `memory_map` advises the kernel (madvise WILLNEED) over every range
-    read: for a record batch, a walk of the page cache over its whole body that costs
-    several times the read itself. Reads from a Python map wrapped as a buffer are the
-    same zero-copy slices without that call.
+    Read it through `pa.py_buffer(mapped)`: pyarrow's own `memory_map` advises the kernel
+    (madvise WILLNEED) over every range read, for a record batch a walk of the page cache
+    over its whole body that costs several times the read itself; a Python map wrapped as a
+    buffer gives the same zero-copy slices without that call, and takes the advice its
+    reader gives (`mmap.madvise`).
+
+    Raises:
+      FileNotFoundError: nothing is at `path` (the error names it).
+      IsADirectoryError: `path` is not a regular file.
     """
-    import pyarrow as pa
-
-    if size == 0:  # an empty file cannot be mapped
-        return pa.BufferReader(b"")
-    with open(path, "rb") as handle:
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    return pa.BufferReader(pa.py_buffer(mapped))
+    if not stat.S_ISREG(os.stat(local_path(path)).st_mode):  # a FIFO would block the open
+        raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+    with open(local_path(path), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_size == 0:
+            return None, info
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ), info
 
 
 def is_memory_mapped(source: pa.NativeFile) -> bool:

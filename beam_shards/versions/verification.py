@@ -12,11 +12,15 @@ import concurrent.futures
 import dataclasses
 from collections.abc import Callable
 
+import pyarrow as pa
+
 from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.latest import resolve
 from beam_shards.format.manifest import Manifest, size_problem
+from beam_shards.format.shard_table import BatchSpan
 from beam_shards.shards.shard_file import ShardFile
+from beam_shards.shards.span_reader import SpanReader
 from beam_shards.storage import fs
 
 REMOTE_WORKERS = 16
@@ -44,7 +48,8 @@ class VerifyReport:
 
 def verify(path: str, *, version: int | None = None,
            on_shard: Callable[[int, int], None] | None = None) -> VerifyReport:
-    """Checks the manifest, its shard tables and every shard: present, size, checksum, schema, rows.
+    """Checks the manifest, its shard tables and every shard: present, size, checksum, schema, rows, and
+    for a format-5 shard each record batch's CRC-32 and that it lies where its shard table says.
 
     Example:
         >>> report = verify("/tmp/my_cache")  # doctest: +SKIP
@@ -109,6 +114,7 @@ def check_shard(manifest: Manifest, shard_id: int) -> list[str]:
     if checksum != shard.entry.checksum:
         problems.append(f"shard {name} has checksum {checksum}, the manifest says {shard.entry.checksum}")
     if size == shard.entry.num_bytes:
+        batches = None
         try:
             batches = shard.read_batches()
             expected = manifest.shards.batch_rows(shard_id)
@@ -117,4 +123,30 @@ def check_shard(manifest: Manifest, shard_id: int) -> list[str]:
                                 f"table says {expected}")
         except CorruptCacheError as error:
             problems.append(str(error))
+        spans = manifest.shards.batch_spans(shard_id)
+        if spans is not None:
+            problems.extend(_span_problems(shard, spans, batches))
+    return problems
+
+
+def _span_problems(shard: ShardFile, spans: list[BatchSpan], batches: list[pa.RecordBatch] | None) -> list[str]:
+    """The problems of a format-5 shard's batch spans: a batch whose bytes do not have its CRC-32, or that is
+    not the batch the footer lists at its place (`batches`, None when the footer cannot be read)."""
+    problems = []
+    try:
+        reader = SpanReader(shard, spans)
+    except CorruptCacheError as error:
+        return [str(error)]
+    for index in range(len(spans)):
+        try:
+            batch = reader.read(index)
+        except CorruptCacheError as error:
+            problems.append(str(error))
+            continue
+        if batches is not None and (index >= len(batches) or not batch.equals(batches[index])):
+            span = spans[index]
+            problems.append(f"{shard.where}: record batch {index} where its shard table says (bytes {span.offset} "
+                            f"to {span.offset + span.length}) is not the batch its footer lists there")
+    if batches is not None and len(batches) != len(spans):
+        problems.append(f"{shard.where} holds {len(batches)} record batches, its shard table lists {len(spans)}")
     return problems

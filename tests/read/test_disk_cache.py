@@ -483,8 +483,8 @@ def _get_one_key(folder: str, markers: str, workers: int, size: int) -> dict:
     found_absent = os.path.join(markers, str(os.getpid()))
     real_complete = disk_cache._complete
 
-    def complete(path: str, key: str, size: int) -> bool:  # notes what each look for the complete file found
-        checks.append(real_complete(path, key, size))
+    def complete(path: str, key: str, size: int, whole_check: bool = True) -> bool:  # notes what each look found
+        checks.append(real_complete(path, key, size, whole_check))
         if not checks[-1]:
             open(found_absent, "w").close()
         return checks[-1]

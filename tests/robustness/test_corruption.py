@@ -4,11 +4,12 @@ What each reader can see without reading every byte:
 - `read_metadata`/`ArrowBackend.open`/`ShardedDataset`/`ReadFromArrowShards` (when
   applied): the manifest (JSON, format version, fields, row totals) and each shard's
   presence and size.
-- Reading a shard: its footer, schema, record batch metadata, row count, and every
-  offset and length inside its batches (full validation).
-- Only `verify`'s checksum: a changed byte inside a data buffer (a pixel, a digit of
-  a number, a character that stays valid UTF-8) and a shard swapped for another of
-  the same size, schema and row count. Readers return those rows as they are on disk.
+- Reading a shard: each record batch's CRC-32 (format 5: the shard table gives it), so
+  a changed byte inside a batch, even in a data buffer (a pixel, a digit of a number, a
+  character that stays valid UTF-8), is refused; its schema, record batch metadata, row
+  count, and every offset and length inside its batches (full validation).
+- Only `verify`: the footer and the file's header (a format-5 reader finds batches
+  without them).
 """
 
 from __future__ import annotations
@@ -145,25 +146,26 @@ def test_flipped_byte_in_the_footer(cache):
         data[-12] ^= 0xFF  # inside the footer's flatbuffer, before its length and the magic
         handle.seek(0)
         handle.write(data)
-    _assert_verify_reports(cache, f"shard {os.path.basename(shard)} has checksum")
-    backend = ArrowBackend.open(cache)  # sizes match: opening cannot tell
-    with pytest.raises(CorruptCacheError, match="shard 0 .* is not a readable Arrow IPC file"):
-        backend.take([0])
-    with pytest.raises(Exception, match="shard 0 .* is not a readable Arrow IPC file"):
-        _read_with_beam(cache)
+    _assert_verify_reports(cache, f"shard {os.path.basename(shard)} has checksum", "is not a readable Arrow IPC file")
+    # Format 5 finds batches where the shard table says: readers never read the footer, and serve the rows.
+    assert ArrowBackend.open(cache).take([0, 9]).column("id").to_pylist() == [0, 9]
+    _read_with_beam(cache)
 
 
-def test_flipped_byte_in_a_data_buffer_is_seen_by_verify_only(cache):
+def test_flipped_byte_in_a_data_buffer_is_refused_by_its_batchs_crc(cache):
     shard = _shard(cache, 0)
     with open(shard, "r+b") as handle:
         data = bytearray(handle.read())
-        position = data.index(bytes([7]) * 6)  # the blob of example 7
+        position = data.index(bytes([7]) * 6)  # the blob of example 7, in batch 1 (rows 4-7)
         data[position] = 8
         handle.seek(0)
         handle.write(data)
-    _assert_verify_reports(cache, f"shard {os.path.basename(shard)} has checksum crc32:")
-    assert len(verify(cache).problems) == 1, "only the checksum differs"
-    assert ArrowBackend.open(cache).get_row(5)["id"] == 5, "the rest of the shard reads (the flip is in a value)"
+    _assert_verify_reports(cache, f"shard {os.path.basename(shard)} has checksum crc32:", "record batch 1 (bytes")
+    assert len(verify(cache).problems) == 2, "the checksum and batch 1's CRC-32 differ, nothing else"
+    backend = ArrowBackend.open(cache)
+    with pytest.raises(CorruptCacheError, match="shard 0 .*: record batch 1 .* has CRC-32 [0-9a-f]{8} over"):
+        backend.get_row(7)
+    assert backend.get_row(3)["id"] == 3, "the shard's other batches read"
 
 
 def test_shard_replaced_by_another_of_another_size(cache):
@@ -175,8 +177,9 @@ def test_shard_replaced_by_another_of_another_size(cache):
     _assert_every_reader_refuses(cache, CorruptCacheError, name, "altered")
 
 
-def test_shard_replaced_by_a_twin_is_seen_by_verify_only(tmp_path):
-    """Same size, schema and rows: only the checksum tells the shards apart."""
+def test_shard_replaced_by_a_twin_is_refused_by_its_batches_crcs(tmp_path):
+    """Same size, schema and rows: the checksums tell the shards apart, the whole file's (verify) and each
+    batch's (every reader, since format 5)."""
     path = str(tmp_path / "cache")
     fixed = Features({"id": Value("int64"), "arr": Array((4,), "float32")})
     write_shards(({"id": i, "arr": np.full(4, i, np.float32)} for i in range(30)), path, fixed,
@@ -184,8 +187,11 @@ def test_shard_replaced_by_a_twin_is_seen_by_verify_only(tmp_path):
     manifest = read_metadata(path)
     assert len({s.num_bytes for s in manifest.shards}) == 1
     shutil.copyfile(manifest.shard_path(2), manifest.shard_path(0))
-    _assert_verify_reports(path, f"shard {manifest.shards[0].file} has checksum")
-    assert len(verify(path).problems) == 1
+    _assert_verify_reports(path, f"shard {manifest.shards[0].file} has checksum", "record batch 0 (bytes",
+                           "record batch 1 (bytes")
+    assert len(verify(path).problems) == 3
+    with pytest.raises(CorruptCacheError, match="shard 0 .*: record batch 1 .* has CRC-32"):
+        ArrowBackend.open(path).get_row(7)
 
 
 def test_shard_replaced_by_one_of_another_schema(cache, tmp_path):
@@ -265,8 +271,8 @@ def test_any_flipped_byte_gives_an_error_or_intact_rows_never_a_crash(pristine, 
     """Each of the last 300 bytes (the footer) and every ninth byte of the rest, flipped one at a time
     (nine is prime to the 8-byte alignment of Arrow's buffers: every offset within a word is hit).
 
-    A reader must raise CorruptCacheError, or return rows that are intact or differ
-    only where a data buffer changed; it must never crash the process (pyarrow trusts
+    A reader must raise CorruptCacheError, or return rows that are intact (a format-5
+    reader never returns rows that differ); it must never crash the process (pyarrow trusts
     offsets, and a bad one read through a memory map is a SIGBUS) or raise anything
     else. `verify` must report every flip.
     """
@@ -281,4 +287,5 @@ def test_any_flipped_byte_gives_an_error_or_intact_rows_never_a_crash(pristine, 
     assert not bad, f"{len(bad)} flips crashed the reader or raised another error, e.g. {list(bad.items())[:5]}"
     unreported = [p for p, o in results.items() if o["verify"] is not True]
     assert not unreported, f"verify missed the flips at {unreported[:10]}: {[results[p] for p in unreported[:3]]}"
-    assert reads["corrupt"] > 0 and reads["wrong"] > 0
+    # Format 5 checks each batch's CRC-32: no flip in a batch is served; the footer and header are not read.
+    assert reads["corrupt"] > 0 and reads["same"] > 0 and reads["wrong"] == 0

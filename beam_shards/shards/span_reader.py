@@ -1,0 +1,143 @@
+"""Reading a format-5 shard's record batches where its shard table says they lie, each checked alone.
+
+The shard table gives every batch's offset, length and CRC-32 (`BatchSpan`), so a batch is read
+without the file's footer: a local file (or a disk-cache copy) is memory-mapped with Python's
+`mmap` and a batch is a zero-copy slice of it; a shard on an object store is read with one ranged
+read per batch. Each read checks the batch's CRC-32 before pyarrow sees a byte of it, so a byte
+damaged since the shard was written (even after another reader, or this process, checked it) is
+never served; the batch is then fully validated as every batch is (`ShardFile.check_batch`).
+
+A map is advised for how it is read: random access for point reads (a page fault then reads no
+more than its page, not the kernel's readahead window), sequential for scans (asked for, or seen:
+a batch read right after the one before it); the batch being read is asked for whole at once
+(WILLNEED), so its check reads it in large requests, and in a scan the next batch with it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import zlib
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from beam_shards.errors import CorruptCacheError
+from beam_shards.format.manifest import size_problem
+from beam_shards.format.shard_table import BatchSpan
+from beam_shards.shards.shard_file import ShardFile
+from beam_shards.storage import fs
+
+_PAGE = mmap.PAGESIZE
+
+
+class DamagedBatchError(CorruptCacheError):
+    """A record batch's bytes do not have the CRC-32 its shard table gives: the file was damaged."""
+
+
+class SpanReader:
+    """The record batches of one format-5 shard, read by their spans and checked on every read.
+
+    Example:
+        >>> reader = SpanReader(ShardFile.of(manifest, 0), manifest.shards.batch_spans(0))  # doctest: +SKIP
+        >>> reader.read(3).num_rows  # doctest: +SKIP
+        1000
+
+    Args:
+      file: the shard.
+      spans: its batches as its shard table gives them.
+      copy: a local copy of the shard to read instead (from a disk cache); errors name it.
+      sequential: advise the map for a scan (else for point reads).
+
+    Raises:
+      CorruptCacheError: the shard (or copy) is missing, not a regular file or of another size.
+    """
+
+    def __init__(self, file: ShardFile, spans: Sequence[BatchSpan], copy: str | None = None,
+                 sequential: bool = False):
+        self.file = file
+        self.spans = list(spans)
+        self.copy = copy
+        self.identity: tuple[int, int] | None = None  # (device, inode) of the mapped file
+        self._map: mmap.mmap | None = None
+        self._buffer: pa.Buffer | None = None
+        self._source: pa.NativeFile | None = None
+        self._sequential = sequential
+        self._last = -2  # the batch read last
+        where = copy or file.path
+        if fs.is_local(where):
+            self._open_map(where, sequential)
+        else:
+            self._source = file.open_source()
+
+    def __repr__(self) -> str:
+        return f"SpanReader({self.file.where}, batches={len(self.spans)}, copy={self.copy!r})"
+
+    @property
+    def batch_rows(self) -> list[int]:
+        return [span.rows for span in self.spans]
+
+    @property
+    def resident(self) -> bool:
+        """Whether a batch read holds memory of its own (read over the network, or decompressed)."""
+        return self._map is None or self.file.compression is not None
+
+    def _open_map(self, path: str, sequential: bool) -> None:
+        try:
+            mapped, info = fs.map_file(path)
+        except FileNotFoundError:
+            raise CorruptCacheError(f"{self._named()} is missing") from None
+        except OSError as error:
+            raise CorruptCacheError(f"{self._named()} cannot be opened: {error.strerror or error}") from None
+        if info.st_size != self.file.entry.num_bytes:
+            raise CorruptCacheError(size_problem(self._named(), info.st_size, self.file.entry.num_bytes))
+        self.identity = (info.st_dev, info.st_ino)
+        self._map = mapped
+        if mapped is not None:
+            mapped.madvise(mmap.MADV_SEQUENTIAL if sequential else mmap.MADV_RANDOM)
+            self._buffer = pa.py_buffer(mapped)
+
+    def read(self, index: int) -> pa.RecordBatch:
+        """Record batch `index`, its CRC-32, rows and buffers checked.
+
+        Raises:
+          DamagedBatchError: its bytes do not have the CRC-32 the shard table gives.
+          CorruptCacheError: it is not a valid record batch of the shard's schema.
+        """
+        span = self.spans[index]
+        data = self._bytes(index)
+        found = zlib.crc32(data)
+        if found != span.crc32 or data.size != span.length:
+            raise DamagedBatchError(
+                f"{self._named()}: record batch {index} (bytes {span.offset} to {span.offset + span.length}) has "
+                f"CRC-32 {found:08x} over {data.size} bytes, the shard table says {span.crc32:08x} over "
+                f"{span.length}; the file was damaged since it was written, nothing of it was served")
+        with self.file.unreadable_as_corrupt():
+            batch = pa.ipc.read_record_batch(pa.ipc.read_message(data), self.file.schema)
+        if batch.num_rows != span.rows:
+            raise CorruptCacheError(f"{self._named()}: record batch {index} holds {batch.num_rows} rows, the shard "
+                                    f"table says {span.rows}")
+        return self.file.check_batch(batch)
+
+    def _bytes(self, index: int) -> pa.Buffer:
+        span = self.spans[index]
+        if self._source is not None:
+            with self.file.unreadable_as_corrupt():
+                return pa.py_buffer(self._source.read_at(span.length, span.offset))
+        if self._buffer is None:  # an empty file holds no batch
+            return pa.py_buffer(b"")
+        if index == self._last + 1 and not self._sequential:
+            self._sequential = True
+            self._map.madvise(mmap.MADV_SEQUENTIAL)
+        self._last = index
+        self._will_need(span)
+        if self._sequential and index + 1 < len(self.spans):
+            self._will_need(self.spans[index + 1])
+        return self._buffer.slice(span.offset, span.length)
+
+    def _will_need(self, span: BatchSpan) -> None:
+        start = span.offset - span.offset % _PAGE  # spans fit the file: its table entry and size were checked
+        self._map.madvise(mmap.MADV_WILLNEED, start, span.offset + span.length - start)
+
+    def _named(self) -> str:
+        return f"the disk-cache copy {self.copy} of {self.file.where}" if self.copy else self.file.where
+
