@@ -10,17 +10,19 @@ Then, each run in a fresh subprocess, the configurations taking turns:
   - s3 + disk cache, cold: with `cache_dir=` a fresh empty folder (whole shards are
                 downloaded, checked and memory-mapped);
   - s3 + disk cache, warm: with a `cache_dir` that an earlier, unmeasured run filled.
-Two measurements each: `--random_rows` random `ds[i]` (the same indices for every
-configuration in a round), and a full scan (`ds.backend.iter_batches()`, touching every
-image byte). The dataset is opened before the clock starts (its manifest read is not
-timed); opening shards, footers and downloads are timed.
+Three measurements each: `--random_rows` random `ds[i]` (the same indices for every
+configuration in a round); a full scan (`ds.backend.iter_batches()`, touching every
+image byte) in a fresh process, which pays the first touch of every page and batch; and a
+rescan, the same scan timed after an untimed one in the same process (steady state). The
+dataset is opened before the clock starts (its manifest read is not timed); opening shards,
+footers and downloads are timed. `--configs` picks the configurations besides local disk.
 Bytes fetched from the store are counted in separate, untimed runs that wrap
 `fs.open_random_access` for remote paths with a counting file (so the wrapper never
 slows a timed run); the disk cache downloads through that function too, so its
 downloads are counted. Peak RSS is the timed child's `ru_maxrss`; memory-mapped pages
 read (local disk, disk cache) count in it.
 
-    python benchmarks/bench_remote.py [--num_examples 50000] [--repeats 3] [--random_rows 1000]
+    python benchmarks/bench_remote.py [--num_examples 50000] [--repeats 3] [--random_rows 1000] [--configs cache_warm]
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ CONFIGS = {
     "cache_cold": "s3 + disk cache, cold",
     "cache_warm": "s3 + disk cache, warm",
 }
-MEASUREMENTS = ("random", "scan")
+MEASUREMENTS = ("random", "scan", "rescan")
+COUNTED = ("random", "scan")  # measurements whose bytes fetched are counted
 BATCH_ROWS = 1000  # write_shards' default batch_size, used for the workload here
 CACHE_MAX_BYTES = 1 << 40
 START_SECONDS = 60
@@ -105,15 +108,23 @@ def child(config: str, measure: str, uri: str, cache_dir: str | None, seed: int,
         rows = len(indices)
         result["batches"] = len(distinct_batches(indices, [shard.num_rows for shard in manifest.shards]))
     else:
+        if measure == "rescan":  # steady state: the first scan (untimed) paid the page faults and the checks
+            scan(ds)
         start = time.perf_counter()
-        check, rows = 0, 0
-        for batch in ds.backend.iter_batches():
-            check += touch_images(batch)
-            rows += batch.num_rows
+        check, rows = scan(ds)
         seconds = time.perf_counter() - start
     return {**result, "seconds": seconds, "rows": rows, "check": check, "fetched": sum(tally), "reads": len(tally),
             "disk_bytes": manifest.num_bytes, "num_rows": manifest.num_rows, "shards": manifest.num_shards,
             "rss": peak_rss()}
+
+
+def scan(ds: Any) -> tuple[int, int]:
+    """(image bytes, rows) of a full scan of `ds`, touching every image byte."""
+    check, rows = 0, 0
+    for batch in ds.backend.iter_batches():
+        check += touch_images(batch)
+        rows += batch.num_rows
+    return check, rows
 
 
 def peak_rss() -> int:
@@ -221,30 +232,30 @@ class Runner:
         self.run("cache_warm", "scan", seed=0)
 
 
-def measure_all(runner: Runner, repeats: int) -> tuple[dict[tuple[str, str], dict[str, float]],
-                                                       dict[tuple[str, str], dict[str, Any]]]:
+def measure_all(runner: Runner, repeats: int, configs: list[str]) -> tuple[dict[tuple[str, str], dict[str, float]],
+                                                                          dict[tuple[str, str], dict[str, Any]]]:
     """({(config, measure): medians of the timed runs}, {(config, measure): the counting run}).
 
     The configurations take turns in every round, so the machine's noise spreads evenly; in
     round r every configuration reads the same random rows (seed r). The counting runs use seed 0.
     """
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(c, m): [] for c in CONFIGS for m in MEASUREMENTS}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(c, m): [] for c in configs for m in MEASUREMENTS}
     for repeat in range(repeats):
-        for config in CONFIGS:
+        for config in configs:
             for measure in MEASUREMENTS:
                 runs[(config, measure)].append(runner.run(config, measure, seed=repeat))
         for measure in MEASUREMENTS:
-            checks = {config: runs[(config, measure)][-1]["check"] for config in CONFIGS}
+            checks = {config: runs[(config, measure)][-1]["check"] for config in configs}
             if len(set(checks.values())) != 1:
                 raise SystemExit(f"round {repeat}, {measure}: the configurations read different image bytes: {checks}")
-    counted = {(c, m): runner.run(c, m, seed=0, count=True) for c in CONFIGS if c != "local" for m in MEASUREMENTS}
+    counted = {(c, m): runner.run(c, m, seed=0, count=True) for c in configs if c != "local" for m in COUNTED}
     medians = {key: {name: statistics.median(run[name] for run in done) for name in ("seconds", "rss", "rss_open", "rows")}
                for key, done in runs.items()}
     return medians, counted
 
 
 def report(medians: dict[tuple[str, str], dict[str, float]], counted: dict[tuple[str, str], dict[str, Any]],
-           repeats: int, random_rows: int) -> None:
+           repeats: int, random_rows: int, configs: list[str]) -> None:
     info = next(iter(counted.values()))
     num_rows, disk_bytes, shards = info["num_rows"], info["disk_bytes"], info["shards"]
     per_row = disk_bytes / num_rows
@@ -252,41 +263,49 @@ def report(medians: dict[tuple[str, str], dict[str, float]], counted: dict[tuple
           f"({per_row:,.0f} bytes/row; a batch of {BATCH_ROWS:,} rows is about {per_row * BATCH_ROWS / 2**20:.2f} MiB); "
           f"moto's S3 server on 127.0.0.1; median of {repeats} run(s), each in a fresh process")
     print(f"random: {random_rows:,} random ds[i] (image_mode='bytes'); scan: iter_batches over every batch, "
-          f"touching every image byte. Bytes/row = bytes fetched from the store / rows read (untimed counting runs).")
+          f"touching every image byte, in a fresh process; rescan: the same after one untimed scan in that process "
+          f"(steady state). Bytes/row = bytes fetched from the store / rows read (untimed counting runs).")
     header = (f"{'configuration':<24}{'random rows/s':>14}{'vs local':>9}{'bytes/row':>11}{'RSS MiB':>8}"
-              f"{'scan rows/s':>13}{'vs local':>9}{'bytes/row':>11}{'RSS MiB':>8}")
+              f"{'scan rows/s':>13}{'vs local':>9}{'bytes/row':>11}{'RSS MiB':>8}{'rescan rows/s':>15}{'vs local':>9}")
     print(header)
-    for config, name in CONFIGS.items():
+    for config in configs:
         cells = []
         for measure in MEASUREMENTS:
             result, local = medians[(config, measure)], medians[("local", measure)]
             rate = result["rows"] / result["seconds"]
-            ratio = rate / (local["rows"] / local["seconds"])
-            count = counted.get((config, measure))
-            fetched = "-" if count is None else f"{count['fetched'] / count['rows']:,.0f}"
-            cells.append(f"{rate:>{14 if measure == 'random' else 13},.0f}{ratio:>8.2f}x{fetched:>11}"
-                         f"{result['rss'] / 2**20:>8.0f}")
-        print(f"{name:<24}{''.join(cells)}")
+            cells.append(f"{rate:>{ {'random': 14, 'scan': 13, 'rescan': 15}[measure]},.0f}"
+                         f"{rate / (local['rows'] / local['seconds']):>8.2f}x")
+            if measure in COUNTED:
+                count = counted.get((config, measure))
+                fetched = "-" if count is None else f"{count['fetched'] / count['rows']:,.0f}"
+                cells.append(f"{fetched:>11}{result['rss'] / 2**20:>8.0f}")
+        print(f"{CONFIGS[config]:<24}{''.join(cells)}")
     print("peak RSS MiB once the dataset is open, before the clock (imports; Beam's S3 client reads the manifest): "
-          + ", ".join(f"{name} {medians[(config, 'random')]['rss_open'] / 2**20:.0f}" for config, name in CONFIGS.items()))
-    ranged = counted[("s3", "random")]
-    batch_bytes = per_row * BATCH_ROWS
-    print(f"s3 ranged, random: the {random_rows:,} rows fall in {ranged['batches']:,} distinct batch(es); "
-          f"{ranged['fetched'] / 2**20:,.1f} MiB fetched in {ranged['reads']:,} read(s) = "
-          f"{ranged['fetched'] / ranged['batches'] / 2**20:.2f} MiB per distinct batch "
-          f"({ranged['fetched'] / ranged['batches'] / batch_bytes:.2f}x a batch on disk); "
-          f"a row read alone costs about one batch, {batch_bytes / 2**20:.2f} MiB")
-    scan = counted[("s3", "scan")]
-    print(f"s3 ranged, scan: {scan['fetched'] / disk_bytes:.3f}x the cache's bytes fetched in {scan['reads']:,} "
-          f"read(s); disk cache cold: {counted[('cache_cold', 'random')]['fetched'] / disk_bytes:.3f}x (random), "
-          f"{counted[('cache_cold', 'scan')]['fetched'] / disk_bytes:.3f}x (scan); warm: "
-          f"{counted[('cache_warm', 'random')]['fetched'] + counted[('cache_warm', 'scan')]['fetched']:,} bytes")
+          + ", ".join(f"{CONFIGS[config]} {medians[(config, 'random')]['rss_open'] / 2**20:.0f}" for config in configs))
+    if ("s3", "random") in counted:
+        ranged = counted[("s3", "random")]
+        batch_bytes = per_row * BATCH_ROWS
+        print(f"s3 ranged, random: the {random_rows:,} rows fall in {ranged['batches']:,} distinct batch(es); "
+              f"{ranged['fetched'] / 2**20:,.1f} MiB fetched in {ranged['reads']:,} read(s) = "
+              f"{ranged['fetched'] / ranged['batches'] / 2**20:.2f} MiB per distinct batch "
+              f"({ranged['fetched'] / ranged['batches'] / batch_bytes:.2f}x a batch on disk); "
+              f"a row read alone costs about one batch, {batch_bytes / 2**20:.2f} MiB")
+        scan = counted[("s3", "scan")]
+        print(f"s3 ranged, scan: {scan['fetched'] / disk_bytes:.3f}x the cache's bytes fetched in {scan['reads']:,} "
+              f"read(s)")
+    for config in ("cache_cold", "cache_warm"):
+        if (config, "random") in counted:
+            print(f"{CONFIGS[config]}: "
+                  + ", ".join(f"{counted[(config, m)]['fetched'] / disk_bytes:.3f}x the cache's bytes fetched ({m})"
+                              for m in COUNTED))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workload.add_arguments(parser, repeats=3)
     parser.add_argument("--random_rows", type=int, default=1000, help="random rows read per random-access run")
+    parser.add_argument("--configs", nargs="+", choices=[c for c in CONFIGS if c != "local"], default=None,
+                        help="the configurations besides local disk (all by default)")
     parser.add_argument("--_child", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--_measure", choices=MEASUREMENTS, help=argparse.SUPPRESS)
     parser.add_argument("--_uri", help=argparse.SUPPRESS)
@@ -310,8 +329,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {S3_URI} in {time.perf_counter() - start:.1f}s", flush=True)
         runner = Runner(work, str(local), args.random_rows)
         runner.fill_warm_cache()
-        medians, counted = measure_all(runner, args.repeats)
-        report(medians, counted, args.repeats, args.random_rows)
+        configs = ["local", *(args.configs or [c for c in CONFIGS if c != "local"])]
+        medians, counted = measure_all(runner, args.repeats, configs)
+        report(medians, counted, args.repeats, args.random_rows, configs)
 
 
 if __name__ == "__main__":

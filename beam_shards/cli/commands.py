@@ -57,13 +57,13 @@ class UsageError(BeamShardsError):
 # info -----------------------------------------------------------------------------
 
 def _statistics_lines(manifest: Manifest, width: int) -> list[str]:
-    """`info`'s lines of per-column statistics: nulls, the items of list columns, and min and max of
-    numeric values."""
+    """`info`'s lines of per-column statistics: rows and nulls, the items of list columns, and min and
+    max of numeric values."""
     if manifest.statistics is None:
         return ["statistics   not recorded (a version of format 1 or 2, or an append onto one)"]
     lines = ["statistics"]
     for name, stats in manifest.statistics.columns.items():
-        line = f"  {name:<{width}}  {stats.nulls:,} null"
+        line = f"  {name:<{width}}  {stats.rows:,} rows, {stats.nulls:,} null"
         if stats.items is not None:
             line += f", {stats.items:,} items"
         if stats.min is not None:
