@@ -82,16 +82,20 @@ class ShardFile:
         return not fs.is_local(self.path)
 
     @contextlib.contextmanager
-    def unreadable_as_corrupt(self) -> Iterator[None]:
-        """Turns pyarrow's errors reading the shard into a CorruptCacheError naming it, and the
-        errors of a store that would not serve it into a StoreAccessError (the shard is not to blame)."""
+    def unreadable_as_corrupt(self, part: str = "") -> Iterator[None]:
+        """Turns pyarrow's errors reading the shard (or its `part`, e.g. "record batch 3 (bytes 8 to 96)")
+        into a CorruptCacheError naming it, and the errors of a store that would not serve it into a
+        StoreAccessError (the shard is not to blame). EOFError is pyarrow's for an end-of-stream marker
+        where a message was expected."""
         try:
             yield
-        except (pa.ArrowException, OSError) as error:
-            found = store_errors.kind(error) if self.is_remote else None
+        except (pa.ArrowException, OSError, EOFError) as error:
+            found = store_errors.kind(error) if self.is_remote and not isinstance(error, EOFError) else None
             if found in ("denied", "throttled", "unreachable"):
                 raise store_errors.access_error(self.path, f"read {self.where} from", error, found) from None
-            raise CorruptCacheError(f"{self.where} is not a readable Arrow IPC file: {error}") from None
+            what = f"{self.where}: {part} is not a readable Arrow IPC record batch" if part else \
+                f"{self.where} is not a readable Arrow IPC file"
+            raise CorruptCacheError(f"{what}: {error or type(error).__name__}") from None
 
     def open(self, *, columns: Sequence[str] | None = None, copy: str | None = None) -> pa.ipc.RecordBatchFileReader:
         """Opens the shard and checks its size and schema against the manifest (`open_source`, then `reader`).
@@ -175,13 +179,14 @@ class ShardFile:
             raise CorruptCacheError(f"{self.where} holds {reader.num_record_batches} record batches, the shard "
                                     f"table lists {len(rows)}")
 
-    def check_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it.
+    def check_batch(self, batch: pa.RecordBatch, part: str = "") -> pa.RecordBatch:
+        """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it;
+        errors name `part` as `unreadable_as_corrupt` takes it.
 
         Raises:
           CorruptCacheError: it is not a valid Arrow batch.
         """
-        with self.unreadable_as_corrupt():
+        with self.unreadable_as_corrupt(part):
             batch.validate(full=True)
         return batch
 
