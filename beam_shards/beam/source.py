@@ -237,8 +237,9 @@ class _ReadBatchesFn(beam.DoFn):
             read: Callable[[int], pa.RecordBatch] = SpanReader(shard, spans, sequential=True).read
             count = len(spans)
         else:
-            reader = shard.open(columns=self._spec.columns)
-            read, count = functools.partial(shard.read_batch, reader), reader.num_record_batches
+            source = shard.open_source()
+            reader = shard.reader(source, self._spec.columns)
+            read, count = functools.partial(shard.read_batch, reader, source=source), reader.num_record_batches
         if count != task.num_batches:
             raise CorruptCacheError(f"{shard.where} now holds {count} "
                                     f"record batches, {task.num_batches} when the read was planned")

@@ -48,13 +48,14 @@ def load_shard(manifest: Manifest, shard_id: int, disk_cache: DiskCache | None, 
     rows = manifest.shards.batch_rows(shard_id)
     if rows is not None:  # the shard table says: no batch header is read before its batch is needed
         file.check_batch_count(reader, rows)
-        return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows), resident=not free)
+        return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows, source=source),
+                         resident=not free)
     if free:
         unchecked = file.unchecked_batches(reader)
         return OpenShard([batch.num_rows for batch in unchecked], start,
-                         functools.partial(_checked, file, unchecked), resident=False)
+                         functools.partial(_checked, file, source, unchecked), resident=False)
     rows = file.batch_rows(source, reader)
-    return OpenShard(rows, start, functools.partial(file.read_batch, reader), resident=True)
+    return OpenShard(rows, start, functools.partial(file.read_batch, reader, source=source), resident=True)
 
 
 class CheckedBatches:
@@ -134,6 +135,8 @@ def through_cache(file: ShardFile, disk_cache: DiskCache | None, open_at: Callab
     return open_at(None)
 
 
-def _checked(file: ShardFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
-    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches`), validated on this first touch."""
+def _checked(file: ShardFile, source: pa.NativeFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
+    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches` over `source`), validated on this first
+    touch, once `source` is seen whole still."""
+    file.check_held(source, b)
     return file.check_batch(unchecked[b])

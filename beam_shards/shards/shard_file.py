@@ -150,10 +150,11 @@ class ShardFile:
         with self.unreadable_as_corrupt():
             return pa.ipc.open_file(source, options=options)
 
-    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int,
-                   rows: Sequence[int] | None = None) -> pa.RecordBatch:
+    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int, rows: Sequence[int] | None = None,
+                   source: pa.NativeFile | None = None) -> pa.RecordBatch:
         """Record batch `index` of the shard opened as `reader`, its offsets and lengths checked, and
-        its rows against `rows[index]` when the shard table gave `rows`.
+        its rows against `rows[index]` when the shard table gave `rows`; `source`, the file `reader`
+        reads, is first checked to be whole still (`check_held`).
 
         pyarrow trusts the offsets it reads: a damaged one sends a later read outside
         the memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks
@@ -164,12 +165,23 @@ class ShardFile:
         Raises:
           CorruptCacheError: the batch cannot be read or is not a valid Arrow batch.
         """
+        if source is not None:
+            self.check_held(source, index)
         with self.unreadable_as_corrupt():
             batch = reader.get_batch(index)
         if rows is not None and batch.num_rows != rows[index]:
             raise CorruptCacheError(f"{self.where}: record batch {index} holds {batch.num_rows} rows, the shard "
                                     f"table says {rows[index]}")
         return self.check_batch(batch)
+
+    def check_held(self, source: pa.NativeFile, index: int) -> None:
+        """Raises CorruptCacheError if the file `source` (from `open_source`) maps was truncated since it was
+        opened, before batch `index` is read: touching a mapped page past the end of a file kills the process
+        (SIGBUS). This only narrows that race to the microseconds between this check and the read."""
+        size = fs.mapped_size(source)
+        if size is not None and size < self.entry.num_bytes:
+            raise CorruptCacheError(f"{self.where} was truncated to {size} bytes since it was opened (it had "
+                                    f"{self.entry.num_bytes}): record batch {index} was not read")
 
     def check_batch_count(self, reader: pa.ipc.RecordBatchFileReader, rows: Sequence[int]) -> None:
         """Raises CorruptCacheError unless the shard has a record batch for each of `rows` (the batch
@@ -219,12 +231,14 @@ class ShardFile:
         Raises:
           CorruptCacheError: as `open` and `read_batch`, or the rows do not add up.
         """
-        reader = self.reader(source or self.open_source(), columns)
+        source = source or self.open_source()
+        reader = self.reader(source, columns)
         rows = 0
         for index in range(reader.num_record_batches):
             if validate:
-                batch = self.read_batch(reader, index)
+                batch = self.read_batch(reader, index, source=source)
             else:
+                self.check_held(source, index)
                 with self.unreadable_as_corrupt():
                     batch = reader.get_batch(index)
             rows += batch.num_rows
