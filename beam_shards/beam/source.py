@@ -9,7 +9,9 @@ into pieces of about `desired_split_bytes`, and the runner may split a running p
 further (`try_split`), so many workers share one large shard.
 
 Local shards are memory-mapped; other schemes are read through Beam's `FileSystems`,
-fetching only the footer and the buffers of the batches and columns being read.
+fetching only the batches being read: a format-5 shard's whole batches, each checked
+by its CRC-32 (also when some columns are read), an older shard's footer and the
+buffers of the columns being read.
 """
 
 from __future__ import annotations
@@ -227,15 +229,17 @@ class _ReadBatchesFn(beam.DoFn):
             return
         manifest = self._manifests.get(task.path, task.version)
         shard = ShardFile.of(manifest, task.shard_id)
-        spans = manifest.shards.batch_spans(task.shard_id) if self._spec.columns is None else None
-        # Format 5: each batch found by the shard table and its CRC-32 checked, which covers every column. A
-        # read of some columns reads their buffers alone, through the footer: checked by validation only.
+        spans = manifest.shards.batch_spans(task.shard_id)
+        # Format 5: each batch found by the shard table and its CRC-32 checked, which covers every column, so
+        # a read of some columns reads whole batches too (`outputs` selects the columns): a damaged byte in a
+        # column read is never served. Older formats read the columns' buffers alone, checked by validation.
         if spans is not None:
             read: Callable[[int], pa.RecordBatch] = SpanReader(shard, spans, sequential=True).read
             count = len(spans)
         else:
-            reader = shard.open(columns=self._spec.columns)
-            read, count = functools.partial(shard.read_batch, reader), reader.num_record_batches
+            source = shard.open_source()
+            reader = shard.reader(source, self._spec.columns)
+            read, count = functools.partial(shard.read_batch, reader, source=source), reader.num_record_batches
         if count != task.num_batches:
             raise CorruptCacheError(f"{shard.where} now holds {count} "
                                     f"record batches, {task.num_batches} when the read was planned")
@@ -285,7 +289,8 @@ class ReadFromArrowShards(beam.PTransform):
       path: the cache folder (local, gs://, s3://, ...).
       version: the version to read, pinned when the transform is applied; None for
         the latest. Workers read that version whatever is published meanwhile.
-      columns: the columns to read (all by default); only their buffers are read.
+      columns: the columns to read (all by default); only their buffers are read, but
+        for format-5 shards, whose batches are read whole to check their CRC-32.
       as_batches: emit `pa.RecordBatch`es instead of one dict per row.
       features: the features the cache must have been written with.
       image_mode: "bytes" (the default: images as written), "pil" or "numpy" (decoded

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -47,13 +48,14 @@ def load_shard(manifest: Manifest, shard_id: int, disk_cache: DiskCache | None, 
     rows = manifest.shards.batch_rows(shard_id)
     if rows is not None:  # the shard table says: no batch header is read before its batch is needed
         file.check_batch_count(reader, rows)
-        return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows), resident=not free)
+        return OpenShard(rows, start, functools.partial(file.read_batch, reader, rows=rows, source=source),
+                         resident=not free)
     if free:
         unchecked = file.unchecked_batches(reader)
         return OpenShard([batch.num_rows for batch in unchecked], start,
-                         functools.partial(_checked, file, unchecked), resident=False)
+                         functools.partial(_checked, file, source, unchecked), resident=False)
     rows = file.batch_rows(source, reader)
-    return OpenShard(rows, start, functools.partial(file.read_batch, reader), resident=True)
+    return OpenShard(rows, start, functools.partial(file.read_batch, reader, source=source), resident=True)
 
 
 class CheckedBatches:
@@ -66,6 +68,7 @@ class CheckedBatches:
         self._cache = disk_cache
         self._sequential = sequential
         self._fetched_again = False
+        self._lock = threading.Lock()
         self.reader = through_cache(file, disk_cache, self._reader, whole_check=False)
 
     def __repr__(self) -> str:
@@ -75,7 +78,7 @@ class CheckedBatches:
         return SpanReader(self._file, self._spans, copy, self._sequential)
 
     def read(self, index: int) -> pa.RecordBatch:
-        """Batch `index`, checked.
+        """Batch `index`, checked; threads may call it at once.
 
         Raises:
           CorruptCacheError: it is damaged (in a disk-cache copy: again, after the copy was fetched again).
@@ -86,14 +89,31 @@ class CheckedBatches:
         except DamagedBatchError as error:
             if reader.copy is None or self._cache is None:
                 raise
-            if self._fetched_again:
-                raise CorruptCacheError(f"{error} (the copy was fetched again once already)") from None
-        self._fetched_again = True
-        entry = self._file.entry
-        copy = self._cache.refetch(self._file.path, entry.checksum, entry.num_bytes, self._file.open_source,
-                                   reader.identity)
-        self.reader = self._reader(copy)
-        return self.read(index)
+            damage = error
+        fresh = self._fetch_again(reader)
+        if fresh is None:
+            raise CorruptCacheError(f"{damage} (the copy was fetched again once already)") from None
+        try:
+            return fresh.read(index)
+        except DamagedBatchError as error:
+            if fresh.copy is None:
+                raise
+            raise CorruptCacheError(f"{error} (the copy was fetched again once already)") from None
+
+    def _fetch_again(self, damaged: SpanReader) -> SpanReader | None:
+        """The reader of a fresh copy in place of `damaged`, the reader that found damage: fetched here, or
+        by the thread that found it first (under the lock, so a second thread waits for that download and
+        reads the fresh copy instead of failing); None when `damaged` already reads a copy fetched again."""
+        with self._lock:
+            if self.reader is damaged:
+                if self._fetched_again:
+                    return None
+                entry = self._file.entry
+                copy = self._cache.refetch(self._file.path, entry.checksum, entry.num_bytes, self._file.open_source,
+                                           damaged.identity)
+                self.reader = self._reader(copy)
+                self._fetched_again = True
+            return self.reader
 
 
 def through_cache(file: ShardFile, disk_cache: DiskCache | None, open_at: Callable[[str | None], Opened],
@@ -115,6 +135,8 @@ def through_cache(file: ShardFile, disk_cache: DiskCache | None, open_at: Callab
     return open_at(None)
 
 
-def _checked(file: ShardFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
-    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches`), validated on this first touch."""
+def _checked(file: ShardFile, source: pa.NativeFile, unchecked: list[pa.RecordBatch], b: int) -> pa.RecordBatch:
+    """Batch `b` of `unchecked` (from `ShardFile.unchecked_batches` over `source`), validated on this first
+    touch, once `source` is seen whole still."""
+    file.check_held(source, b)
     return file.check_batch(unchecked[b])

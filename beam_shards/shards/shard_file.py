@@ -82,16 +82,20 @@ class ShardFile:
         return not fs.is_local(self.path)
 
     @contextlib.contextmanager
-    def unreadable_as_corrupt(self) -> Iterator[None]:
-        """Turns pyarrow's errors reading the shard into a CorruptCacheError naming it, and the
-        errors of a store that would not serve it into a StoreAccessError (the shard is not to blame)."""
+    def unreadable_as_corrupt(self, part: str = "") -> Iterator[None]:
+        """Turns pyarrow's errors reading the shard (or its `part`, e.g. "record batch 3 (bytes 8 to 96)")
+        into a CorruptCacheError naming it, and the errors of a store that would not serve it into a
+        StoreAccessError (the shard is not to blame). EOFError is pyarrow's for an end-of-stream marker
+        where a message was expected."""
         try:
             yield
-        except (pa.ArrowException, OSError) as error:
-            found = store_errors.kind(error) if self.is_remote else None
+        except (pa.ArrowException, OSError, EOFError) as error:
+            found = store_errors.kind(error) if self.is_remote and not isinstance(error, EOFError) else None
             if found in ("denied", "throttled", "unreachable"):
                 raise store_errors.access_error(self.path, f"read {self.where} from", error, found) from None
-            raise CorruptCacheError(f"{self.where} is not a readable Arrow IPC file: {error}") from None
+            what = f"{self.where}: {part} is not a readable Arrow IPC record batch" if part else \
+                f"{self.where} is not a readable Arrow IPC file"
+            raise CorruptCacheError(f"{what}: {error or type(error).__name__}") from None
 
     def open(self, *, columns: Sequence[str] | None = None, copy: str | None = None) -> pa.ipc.RecordBatchFileReader:
         """Opens the shard and checks its size and schema against the manifest (`open_source`, then `reader`).
@@ -146,10 +150,11 @@ class ShardFile:
         with self.unreadable_as_corrupt():
             return pa.ipc.open_file(source, options=options)
 
-    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int,
-                   rows: Sequence[int] | None = None) -> pa.RecordBatch:
+    def read_batch(self, reader: pa.ipc.RecordBatchFileReader, index: int, rows: Sequence[int] | None = None,
+                   source: pa.NativeFile | None = None) -> pa.RecordBatch:
         """Record batch `index` of the shard opened as `reader`, its offsets and lengths checked, and
-        its rows against `rows[index]` when the shard table gave `rows`.
+        its rows against `rows[index]` when the shard table gave `rows`; `source`, the file `reader`
+        reads, is first checked to be whole still (`check_held`).
 
         pyarrow trusts the offsets it reads: a damaged one sends a later read outside
         the memory map (SIGBUS or SIGSEGV, the process dies). Full validation checks
@@ -160,12 +165,23 @@ class ShardFile:
         Raises:
           CorruptCacheError: the batch cannot be read or is not a valid Arrow batch.
         """
+        if source is not None:
+            self.check_held(source, index)
         with self.unreadable_as_corrupt():
             batch = reader.get_batch(index)
         if rows is not None and batch.num_rows != rows[index]:
             raise CorruptCacheError(f"{self.where}: record batch {index} holds {batch.num_rows} rows, the shard "
                                     f"table says {rows[index]}")
         return self.check_batch(batch)
+
+    def check_held(self, source: pa.NativeFile, index: int) -> None:
+        """Raises CorruptCacheError if the file `source` (from `open_source`) maps was truncated since it was
+        opened, before batch `index` is read: touching a mapped page past the end of a file kills the process
+        (SIGBUS). This only narrows that race to the microseconds between this check and the read."""
+        size = fs.mapped_size(source)
+        if size is not None and size < self.entry.num_bytes:
+            raise CorruptCacheError(f"{self.where} was truncated to {size} bytes since it was opened (it had "
+                                    f"{self.entry.num_bytes}): record batch {index} was not read")
 
     def check_batch_count(self, reader: pa.ipc.RecordBatchFileReader, rows: Sequence[int]) -> None:
         """Raises CorruptCacheError unless the shard has a record batch for each of `rows` (the batch
@@ -175,13 +191,14 @@ class ShardFile:
             raise CorruptCacheError(f"{self.where} holds {reader.num_record_batches} record batches, the shard "
                                     f"table lists {len(rows)}")
 
-    def check_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it.
+    def check_batch(self, batch: pa.RecordBatch, part: str = "") -> pa.RecordBatch:
+        """`batch` (read from this shard, not yet checked) once fully validated, as `read_batch` checks it;
+        errors name `part` as `unreadable_as_corrupt` takes it.
 
         Raises:
           CorruptCacheError: it is not a valid Arrow batch.
         """
-        with self.unreadable_as_corrupt():
+        with self.unreadable_as_corrupt(part):
             batch.validate(full=True)
         return batch
 
@@ -214,12 +231,14 @@ class ShardFile:
         Raises:
           CorruptCacheError: as `open` and `read_batch`, or the rows do not add up.
         """
-        reader = self.reader(source or self.open_source(), columns)
+        source = source or self.open_source()
+        reader = self.reader(source, columns)
         rows = 0
         for index in range(reader.num_record_batches):
             if validate:
-                batch = self.read_batch(reader, index)
+                batch = self.read_batch(reader, index, source=source)
             else:
+                self.check_held(source, index)
                 with self.unreadable_as_corrupt():
                     batch = reader.get_batch(index)
             rows += batch.num_rows

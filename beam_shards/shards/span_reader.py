@@ -105,18 +105,19 @@ class SpanReader:
         """
         span = self.spans[index]
         data = self._bytes(index)
-        found = zlib.crc32(data)
+        found = zlib.crc32(data)  # the first touch of a mapped batch: `_bytes` checked the file still holds it
         if found != span.crc32 or data.size != span.length:
             raise DamagedBatchError(
                 f"{self._named()}: record batch {index} (bytes {span.offset} to {span.offset + span.length}) has "
                 f"CRC-32 {found:08x} over {data.size} bytes, the shard table says {span.crc32:08x} over "
                 f"{span.length}; the file was damaged since it was written, nothing of it was served")
-        with self.file.unreadable_as_corrupt():
+        part = f"record batch {index} (bytes {span.offset} to {span.offset + span.length})"
+        with self.file.unreadable_as_corrupt(part):
             batch = pa.ipc.read_record_batch(pa.ipc.read_message(data), self.file.schema)
         if batch.num_rows != span.rows:
             raise CorruptCacheError(f"{self._named()}: record batch {index} holds {batch.num_rows} rows, the shard "
                                     f"table says {span.rows}")
-        return self.file.check_batch(batch)
+        return self.file.check_batch(batch, part)
 
     def _bytes(self, index: int) -> pa.Buffer:
         span = self.spans[index]
@@ -125,6 +126,7 @@ class SpanReader:
                 return pa.py_buffer(self._source.read_at(span.length, span.offset))
         if self._buffer is None:  # an empty file holds no batch
             return pa.py_buffer(b"")
+        self._check_holds(index, span)
         if index == self._last + 1 and not self._sequential:
             self._sequential = True
             _advise(self._map, "MADV_SEQUENTIAL")
@@ -133,6 +135,16 @@ class SpanReader:
         if self._sequential and index + 1 < len(self.spans):
             self._will_need(self.spans[index + 1])
         return self._buffer.slice(span.offset, span.length)
+
+    def _check_holds(self, index: int, span: BatchSpan) -> None:
+        """Refuses a batch the mapped file no longer holds whole: touching a mapped page past the end of
+        a file truncated since it was mapped kills the process (SIGBUS). This only narrows that race to
+        the microseconds between this check and the touch; it cannot close it."""
+        size = self._map.size()  # fstat of the map's own descriptor: the file mapped, even if since replaced
+        if size < span.offset + span.length:
+            raise CorruptCacheError(
+                f"{self._named()} was truncated to {size} bytes since it was opened: record batch {index} "
+                f"(bytes {span.offset} to {span.offset + span.length}) is no longer in it; nothing of it was read")
 
     def _will_need(self, span: BatchSpan) -> None:
         start = span.offset - span.offset % _PAGE  # spans fit the file: its table entry and size were checked
@@ -144,6 +156,9 @@ class SpanReader:
 
 def _advise(mapped: mmap.mmap, option: str, *where: int) -> None:
     """Advises the kernel how `mapped` (or the range `where`, start and length) will be read, where it
-    takes the advice (not on Windows)."""
+    takes the advice (not on Windows; a refusal is ignored)."""
     if hasattr(mmap, option):
-        mapped.madvise(getattr(mmap, option), *where)
+        try:
+            mapped.madvise(getattr(mmap, option), *where)
+        except OSError:  # advice is a hint: a kernel that refuses it reads the map all the same
+            pass

@@ -23,6 +23,7 @@ _LAZY = {
     "is_local": "beam_shards.storage.fs",
     "is_memory_mapped": "beam_shards.storage.fs",
     "map_file": "beam_shards.storage.fs",
+    "mapped_size": "beam_shards.storage.fs",
     "join": "beam_shards.storage.fs",
     "local_path": "beam_shards.storage.fs",
     "open_random_access": "beam_shards.storage.fs",
@@ -41,6 +42,6 @@ __getattr__ = lazy_names(__name__, _LAZY)
 __all__ = [
     "access_error", "check_cache_path", "checksum_of", "CHECKSUM_PATTERN", "Crc32", "create", "create_if_absent",
     "create_new", "delete", "delete_tree", "DiskCache", "exists", "FileStat", "is_local", "is_memory_mapped", "join", "map_file",
-    "kind", "list_dir", "list_files", "local_path", "open_random_access", "open_read", "read_bytes", "remove_empty_dir",
+    "mapped_size", "kind", "list_dir", "list_files", "local_path", "open_random_access", "open_read", "read_bytes", "remove_empty_dir",
     "rename", "sizes", "sync_dir", "walk", "write_bytes_atomic",
 ]

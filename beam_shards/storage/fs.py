@@ -19,6 +19,7 @@ import posixpath
 import re
 import shutil
 import stat
+import weakref
 from typing import TYPE_CHECKING, BinaryIO
 
 from beam_shards.errors import FileTooLargeError
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 # HDFS renames refuse an existing destination, so it takes the single-write path too.
 _RENAME_SCHEMES = ("", "file")
+_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source of `open_random_access` -> its map
 
 
 def beam_filesystems(path: str):
@@ -154,7 +156,11 @@ def open_random_access(path: str) -> pa.NativeFile:
 
     if is_local(path):
         mapped, _ = map_file(path)
-        return pa.BufferReader(b"" if mapped is None else pa.py_buffer(mapped))
+        if mapped is None:
+            return pa.BufferReader(b"")
+        source = pa.BufferReader(pa.py_buffer(mapped))
+        _MAPS[source] = mapped
+        return source
     if scheme(path) in store_calls.STORE_SCHEMES:
         from beam_shards.storage import stores
 
@@ -198,6 +204,13 @@ def map_file(path: str) -> tuple[mmap.mmap | None, os.stat_result]:
         if info.st_size == 0:
             return None, info
         return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ), info
+
+
+def mapped_size(source: pa.NativeFile) -> int | None:
+    """The size now of the file `source` (from `open_random_access`) maps, by an fstat of the map's own
+    descriptor (the file mapped, even if another has since taken its name); None when it maps none."""
+    mapped = _MAPS.get(source)
+    return None if mapped is None else mapped.size()
 
 
 def is_memory_mapped(source: pa.NativeFile) -> bool:
