@@ -105,6 +105,11 @@ class ShardFile:
         """
         return self.reader(self.open_source(copy), columns)
 
+    def missing(self) -> CorruptCacheError:
+        """The error for a shard not found, saying so when retention removed its version since it was opened."""
+        hint = _removed_hint(self.manifest) if self.manifest is not None else ""
+        return CorruptCacheError(f"{self.where} is missing{hint}")
+
     def open_source(self, copy: str | None = None) -> pa.NativeFile:
         """The shard's file, its size checked against the manifest.
 
@@ -118,8 +123,7 @@ class ShardFile:
         try:
             source = fs.open_random_access(copy or self.path)
         except FileNotFoundError:
-            hint = _removed_hint(self.manifest) if self.manifest is not None else ""
-            raise CorruptCacheError(f"{self.where} is missing{hint}") from None
+            raise self.missing() from None
         except IsADirectoryError:
             raise CorruptCacheError(f"{self.where} is not a regular file") from None
         except OSError as error:

@@ -85,7 +85,7 @@ class SpanReader:
         try:
             mapped, info = fs.map_file(path)
         except FileNotFoundError:
-            raise CorruptCacheError(f"{self._named()} is missing") from None
+            raise (self.file.missing() if self.copy is None else CorruptCacheError(f"{self._named()} is missing")) from None
         except OSError as error:
             raise CorruptCacheError(f"{self._named()} cannot be opened: {error.strerror or error}") from None
         if info.st_size != self.file.entry.num_bytes:
