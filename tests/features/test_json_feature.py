@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,8 @@ from beam_shards import (ArrowBackend, CorruptCacheError, EncodeError, Features,
                          encode_example, write_shards)
 from beam_shards.cli import main as cli_main
 from beam_shards.features import MAX_DEPTH, decode_table, feature_from_dict
+
+from _hostile import rewrite_table
 
 MIXED = [{"a": [1, 2.5, None, True, "x"], "b": {"c": {}}}, [1, "two", [3.0]], "text", 7, -1.5, True, None, [], {}]
 FEATURES = Features({"j": Json(), "many": Sequence(Json()), "rec": Struct({"id": Value("int64"), "extra": Json()})})
@@ -135,14 +138,23 @@ def test_head_shows_json_values_as_json_and_info_names_the_kind(tmp_path, capsys
 
 
 def _corrupt(path: str, text: bytes, replacement: bytes) -> None:
-    """Replaces `text` in the cache's one shard by `replacement` of the same length (its size unchanged)."""
+    """Replaces `text` in the cache's one shard by `replacement` of the same length (its size unchanged),
+    and lists the batches' new CRC-32s in the shard table, as a cache written that way would."""
     assert len(text) == len(replacement)
     [shard] = glob.glob(os.path.join(path, "shard-*.arrow"))
     with open(shard, "rb") as handle:
         data = handle.read()
     assert data.count(text) == 1
+    data = data.replace(text, replacement)
     with open(shard, "wb") as handle:
-        handle.write(data.replace(text, replacement))
+        handle.write(data)
+
+    def resealed(table: pa.Table) -> pa.Table:
+        [offsets], [lengths] = table.column("batch_offsets").to_pylist(), table.column("batch_lengths").to_pylist()
+        crcs = [zlib.crc32(data[offset:offset + length]) for offset, length in zip(offsets, lengths)]
+        at = table.schema.get_field_index("batch_crc32s")
+        return table.set_column(at, table.schema.field(at), pa.array([crcs], table.schema.field(at).type))
+    rewrite_table(path, resealed)
 
 
 @pytest.mark.parametrize("replacement, words", [

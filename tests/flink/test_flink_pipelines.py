@@ -26,8 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_shards import Features, Image, Value
 from beam_shards.cli import main as beam_shards_cli
 from beam_shards.versions import read_bad_inputs
-from pipelines import csv, demo, image_folder, jsonl, parquet, tfrecord
-from pipelines.common import run_conversions
+from pipelines.common import run_conversion, run_conversions
 
 from _stores import BUCKET, STORE_VARIABLES
 from _support import png
@@ -82,8 +81,7 @@ def _bad_tfrecord(root) -> list[str]:
 BAD_ROWS = {"csv": _bad_csv, "jsonl": _bad_jsonl, "image_folder": _bad_image_folder, "parquet": _bad_parquet,
             "tfrecord": _bad_tfrecord, "demo": lambda root: []}
 BAD = {"csv": 2, "jsonl": 2, "image_folder": 2, "parquet": 2, "tfrecord": 2, "demo": 0}
-PLANS = {"csv": csv.plan, "jsonl": jsonl.plan, "image_folder": image_folder.plan, "parquet": parquet.plan,
-         "tfrecord": tfrecord.plan, "demo": demo.plan}
+PLANS = {name: plan for name, (plan, _) in PIPELINES.items()}
 
 
 def _bad_inputs(path: str) -> list[dict]:
@@ -107,7 +105,7 @@ def on_fnapi(inputs, tmp_path_factory) -> dict[str, tuple[list[str], list[dict]]
     written = {}
     for name, flags in inputs.items():
         output = str(tmp_path_factory.mktemp("fnapi") / name)
-        manifest = PIPELINES[name][0]([*flags, "--output", output, "--runner=FnApiRunner"])
+        manifest = run_conversion(PLANS[name]([*flags, "--output", output, "--runner=FnApiRunner"]))
         assert manifest.num_rows == ROWS[name] and len(_bad_inputs(output)) == BAD[name], (manifest, output)
         written[name] = (shard_digests(output), _bad_inputs(output))
     return written
