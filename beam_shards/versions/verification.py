@@ -143,7 +143,8 @@ def _span_problems(shard: ShardFile, spans: list[BatchSpan], batches: list[pa.Re
         except CorruptCacheError as error:
             problems.append(str(error))
             continue
-        if batches is not None and (index >= len(batches) or not batch.equals(batches[index])):
+        # Compared as bytes: by value, a batch holding a NaN is not equal to itself.
+        if batches is not None and (index >= len(batches) or not batch.serialize().equals(batches[index].serialize())):
             span = spans[index]
             problems.append(f"{shard.where}: record batch {index} where its shard table says (bytes {span.offset} "
                             f"to {span.offset + span.length}) is not the batch its footer lists there")

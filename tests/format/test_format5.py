@@ -147,3 +147,13 @@ def test_an_older_beam_shards_refuses_format5_naming_it(tmp_path, monkeypatch):
     with pytest.raises(NewerFormatError, match="has format version 5; this beam_shards reads versions 1 to 4 "
                                                r"\(upgrade beam_shards to read it\)"):
         read_metadata(path)
+
+
+def test_verify_passes_on_batches_holding_nan(tmp_path):
+    # verify compares each span's batch with the footer's: by value a NaN differs from itself.
+    path = str(tmp_path / "cache")
+    features = Features({"x": Value("float32"), "h": Value("float16")})
+    write_shards([{"x": float("nan"), "h": float("nan")}, {"x": 1.0, "h": 2.0}], path, features, batch_size=1)
+    assert len(read_metadata(path).shards.batch_spans(0)) == 2
+    report = verify(path)
+    assert report.ok, report.problems
