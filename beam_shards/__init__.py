@@ -42,7 +42,7 @@ _LAZY = {
     "shard_paths": "beam_shards.format.catalog",
     "new_write_id": "beam_shards.format.layout",
     "Manifest": "beam_shards.format.manifest",
-    "ShardInfo": "beam_shards.format.shard_table",
+    "ShardInfo": "beam_shards.format.table_files",
     "from_hf": "beam_shards.hf.from_datasets",
     "from_hf_features": "beam_shards.hf.features",
     "to_hf_features": "beam_shards.hf.features",

@@ -35,7 +35,8 @@ from beam_shards.errors import CorruptCacheError, FeatureError, NewerFormatError
 from beam_shards.features import COLUMN_TYPES, MAX_DEPTH, Features, json_depth
 from beam_shards.format.counts import is_count
 from beam_shards.format.layout import CacheLayout, is_cache_id, is_write_id, write_id_of_shard
-from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
+from beam_shards.format.shard_table import ShardTable, TableRef
+from beam_shards.format.table_files import ShardInfo
 from beam_shards.format.statistics import Statistics
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 

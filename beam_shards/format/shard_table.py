@@ -2,12 +2,7 @@
 that versions share (pure logic: files are read through a loader the caller gives).
 
 A version lists its shards as a few table files, oldest first, named in its header by
-`TableRef`s. Each table file is one Arrow record batch with a row per shard: file name,
-rows, bytes, checksum, its first row within the table and the rows of each of its
-record batches (so opening a shard reads its footer, not every batch header). Since format 5
-a table also gives each record batch's byte offset and length in the shard file and a CRC-32
-of those bytes (`BatchSpan`), so a reader finds a batch without the footer and checks it
-alone; tables written for older formats, and the shards they list, have no spans. An append
+`TableRef`s; what a table file holds, and how one is built, is `table_files`'. An append
 writes a table of its new shards only, and `plan_tables` merges small tail tables the
 way a binary counter carries, so a version has O(log shards) tables and an entry is
 rewritten O(log shards) times over a cache's life.
@@ -31,10 +26,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,48 +38,13 @@ from beam_shards.errors import CorruptCacheError
 from beam_shards.features.columns import numpy_values
 from beam_shards.format.counts import is_count
 from beam_shards.format.layout import TABLES_DIR, table_name, write_id_of_shard, write_id_of_table
+from beam_shards.format.table_files import (LEGACY_TABLE_SCHEMA, SPAN_COLUMNS, TABLE_SCHEMA, BatchSpan, ShardInfo,
+                                            build_table, concat_tables, has_spans, spans_fit)
 from beam_shards.storage.checksum import CHECKSUM_PATTERN
 
-# The table of formats 3 and 4: their readers refuse any other schema.
-LEGACY_TABLE_SCHEMA = pa.schema([
-    pa.field("file", pa.string(), nullable=False),
-    pa.field("num_rows", pa.int64(), nullable=False),
-    pa.field("num_bytes", pa.int64(), nullable=False),
-    pa.field("checksum", pa.string(), nullable=False),
-    pa.field("row_start", pa.int64(), nullable=False),
-    pa.field("batch_rows", pa.list_(pa.int64())),
-])
-# Format 5's: each record batch's offset and length in the shard file and the CRC-32 of those bytes.
-TABLE_SCHEMA = pa.schema(list(LEGACY_TABLE_SCHEMA) + [
-    pa.field(name, pa.list_(pa.int64())) for name in ("batch_offsets", "batch_lengths", "batch_crc32s")])
-_SPAN_COLUMNS = (6, 7, 8)
 # A table of up to this many shards keeps its row starts as a Python list too: bisect on a list
 # routes one row ~20x faster than numpy.
 _LIST_ROUTING_SHARDS = 1 << 16
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    """One shard of a version: its file name in the cache folder, rows, bytes on disk and checksum."""
-
-    file: str
-    num_rows: int
-    num_bytes: int
-    checksum: str
-
-
-class BatchSpan(NamedTuple):
-    """Where a record batch lies in its shard file (its IPC message, from its first byte) and the
-    CRC-32 (`zlib.crc32`) of those bytes, and its rows."""
-
-    offset: int
-    length: int
-    crc32: int
-    rows: int
-
-
-# A shard's batches as its writer recorded them, (offset, length, crc32) each; None: not recorded.
-Spans = Sequence[tuple[int, int, int]] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,71 +77,6 @@ class TableRef:
         return cls(**data)
 
 
-def build_table(shards: Sequence[ShardInfo], batch_rows: Sequence[Sequence[int] | None],
-                spans: Sequence[Spans] | None = None) -> pa.Table:
-    """The table of `shards`, in order, with the rows of each one's record batches (None: not known)
-    and, with `spans` (format 5), where each of its batches lies (None: not known); without
-    `spans`, a table in the schema of formats 3 and 4."""
-    rows = np.fromiter((s.num_rows for s in shards), dtype=np.int64, count=len(shards))
-    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(shards) else rows
-    columns = [pa.array([s.file for s in shards], pa.string()), pa.array(rows),
-               pa.array([s.num_bytes for s in shards], pa.int64()),
-               pa.array([s.checksum for s in shards], pa.string()), pa.array(starts, pa.int64()),
-               pa.array(list(batch_rows), pa.list_(pa.int64()))]
-    if spans is None:
-        return pa.table(columns, schema=LEGACY_TABLE_SCHEMA)
-    for part in range(3):
-        columns.append(pa.array([None if shard is None else [span[part] for span in shard] for shard in spans],
-                                pa.list_(pa.int64())))
-    return pa.table(columns, schema=TABLE_SCHEMA)
-
-
-def has_spans(table: pa.Table) -> bool:
-    """Whether `table` (a shard table) is in format 5's schema, which gives batch spans."""
-    return table.schema.names == TABLE_SCHEMA.names
-
-
-def concat_tables(tables: Sequence[pa.Table]) -> pa.Table:
-    """The tables one after the other, row starts renumbered, as one table of one batch: in format 5's
-    schema when one of them is (the others' shards then have no spans), else in the older one."""
-    if not tables:
-        return build_table([], [])
-    schema = TABLE_SCHEMA if any(has_spans(t) for t in tables) else LEGACY_TABLE_SCHEMA
-    joined = pa.concat_tables([_widened(t, schema) for t in tables]).combine_chunks()
-    rows = joined.column("num_rows").to_numpy()
-    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(rows) else rows
-    return joined.set_column(4, TABLE_SCHEMA.field("row_start"), pa.array(starts, pa.int64()))
-
-
-def _widened(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` in `schema`: span columns it lacks are null."""
-    for field in schema:
-        if field.name not in table.schema.names:
-            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-    return table.select(schema.names).cast(schema)
-
-
-def table_file(table: pa.Table, write_id: str) -> tuple[str, bytes]:
-    """The name and bytes of the file holding `table` (one record batch, in its schema): the name is
-    the writing write's id and a hash of the bytes, so a name never stands for two contents."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=max(1, table.num_rows))
-    data = sink.getvalue().to_pybytes()
-    return table_name(write_id, hashlib.blake2b(data, digest_size=8).hexdigest()), data
-
-
-def plan_tables(sizes: Sequence[int]) -> int:
-    """How many tables at the end of a version's list (of `sizes` shards each, oldest first, the
-    newest last) to merge into one: the last two merge while the older holds fewer than twice as
-    many shards, as a binary counter carries."""
-    merged, tail = 1, sizes[-1] if sizes else 0
-    while merged < len(sizes) and sizes[-merged - 1] < 2 * tail:
-        tail += sizes[-merged - 1]
-        merged += 1
-    return merged
-
-
 class _Segment:
     """One loaded table: its Arrow columns, and numpy views of row starts and rows."""
 
@@ -200,20 +94,6 @@ class _Segment:
         if self.starts_list is not None:
             return bisect.bisect_right(self.starts_list, local_row) - 1
         return int(np.searchsorted(self.starts, local_row, side="right")) - 1
-
-
-def _spans_fit(spans: list[list[int | None] | None], batch_rows: list[int | None] | None, size: int) -> bool:
-    """Whether span columns' values (offsets, lengths, CRCs) give one span per batch, in order, without
-    overlap, inside a file of `size` bytes."""
-    offsets, lengths, crcs = spans
-    if batch_rows is None or any(part is None or len(part) != len(batch_rows) or None in part for part in spans):
-        return False
-    end = 0
-    for offset, length, crc in zip(offsets, lengths, crcs):
-        if offset < end or length <= 0 or offset + length > size or not 0 <= crc < 1 << 32:
-            return False
-        end = offset + length
-    return True
 
 
 def _numpy(column: pa.ChunkedArray) -> np.ndarray:
@@ -310,7 +190,7 @@ class ShardTable(Sequence[ShardInfo]):
             segment = self._segment(k)
             # Each column made Python values once, not an Arrow scalar per value.
             files, rows, sizes, checksums, batch_rows = (segment.table.column(i).to_pylist() for i in (0, 1, 2, 3, 5))
-            spans = [segment.table.column(i).to_pylist() for i in _SPAN_COLUMNS] if segment.spans else None
+            spans = [segment.table.column(i).to_pylist() for i in SPAN_COLUMNS] if segment.spans else None
             for local, values in enumerate(zip(files, rows, sizes, checksums)):
                 yield self._checked(k, segment, local, ShardInfo(*values), batch_rows[local],
                                     spans and [column[local] for column in spans])
@@ -354,7 +234,7 @@ class ShardTable(Sequence[ShardInfo]):
         if not segment.spans:
             return None
         self._entry(k, segment, local)
-        parts = [segment.table.column(i)[local].as_py() for i in (*_SPAN_COLUMNS, 5)]
+        parts = [segment.table.column(i)[local].as_py() for i in (*SPAN_COLUMNS, 5)]
         return None if parts[0] is None else [BatchSpan(*span) for span in zip(*parts)]
 
     def spans_of(self, index: int) -> tuple[tuple[int, int, int], ...] | None:
@@ -421,7 +301,7 @@ class ShardTable(Sequence[ShardInfo]):
         info = ShardInfo(*(columns[i][local].as_py() for i in range(4)))
         if segment.checked[local]:
             return info
-        spans = [columns[i][local].as_py() for i in _SPAN_COLUMNS] if segment.spans else None
+        spans = [columns[i][local].as_py() for i in SPAN_COLUMNS] if segment.spans else None
         return self._checked(k, segment, local, info, columns[5][local].as_py(), spans)
 
     def _checked(self, k: int, segment: _Segment, local: int, info: ShardInfo,
@@ -440,7 +320,7 @@ class ShardTable(Sequence[ShardInfo]):
             if batch_rows is not None and (None in batch_rows or sum(batch_rows) != info.num_rows
                                            or min(batch_rows, default=1) < 0):
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch rows that do not add up")
-            if spans is not None and spans != [None] * 3 and not _spans_fit(spans, batch_rows, info.num_bytes):
+            if spans is not None and spans != [None] * 3 and not spans_fit(spans, batch_rows, info.num_bytes):
                 raise CorruptCacheError(f"{where}: entry {local} ({info.file}) has batch offsets, lengths or CRCs "
                                         f"that do not fit its {info.num_bytes} bytes and batch rows")
             index = self._first_shards[k] + local

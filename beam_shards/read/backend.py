@@ -16,7 +16,8 @@ from beam_shards.display import short_repr
 from beam_shards.features import Features
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
-from beam_shards.format.shard_table import ShardInfo, ShardTable
+from beam_shards.format.shard_table import ShardTable
+from beam_shards.format.table_files import ShardInfo
 from beam_shards.read.indexing import as_int, check_index, check_indices
 from beam_shards.read.open_shard import CachedBatch, OpenShard, readers_of, rows_of
 from beam_shards.read.shard_loading import load_shard

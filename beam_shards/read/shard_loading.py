@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from beam_shards.errors import CorruptCacheError
 from beam_shards.format.manifest import Manifest
-from beam_shards.format.shard_table import BatchSpan
+from beam_shards.format.table_files import BatchSpan
 from beam_shards.read.open_shard import OpenShard
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.span_reader import DamagedBatchError, SpanReader

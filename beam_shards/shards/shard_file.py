@@ -18,7 +18,7 @@ from beam_shards.features import Features
 from beam_shards.features.base import arrow_family
 from beam_shards.format.version_files import version_numbers
 from beam_shards.format.manifest import Manifest, size_problem
-from beam_shards.format.shard_table import ShardInfo
+from beam_shards.format.table_files import ShardInfo
 from beam_shards.storage import fs, store_errors
 from beam_shards.storage.checksum import Crc32
 

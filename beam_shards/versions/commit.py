@@ -44,7 +44,8 @@ from beam_shards.format.layout import (CacheLayout, check_write_id, is_write_id,
                                        shard_name, write_id_of_shard, write_id_time)
 from beam_shards.format.manifest import (LISTED_FORMAT_VERSION, MAX_DEPTH, MAX_MANIFEST_BYTES, MODES, Manifest,
                                          check_metadata, format_for, json_depth, manifest_json)
-from beam_shards.format.shard_table import ShardInfo, ShardTable, TableRef
+from beam_shards.format.shard_table import ShardTable, TableRef
+from beam_shards.format.table_files import ShardInfo
 from beam_shards.format.statistics import Statistics
 from beam_shards.format.version_files import read_table, read_version, version_numbers
 from beam_shards.shards.options import WriterOptions, WrittenShard

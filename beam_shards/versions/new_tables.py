@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from beam_shards.format.layout import CacheLayout
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.manifest import SPANS_FORMAT_VERSION
-from beam_shards.format.shard_table import (ShardInfo, Spans, TableRef, build_table, concat_tables, plan_tables,
-                                            table_file)
+from beam_shards.format.shard_table import TableRef
+from beam_shards.format.table_files import ShardInfo, Spans, build_table, concat_tables, plan_tables, table_file
 from beam_shards.format.version_files import read_table
 from beam_shards.storage import fs
 from beam_shards.storage.checksum import checksum_of

@@ -18,7 +18,7 @@ from beam_shards.errors import CacheError, CacheNotFoundError, CorruptCacheError
 from beam_shards.format.catalog import read_metadata
 from beam_shards.format.latest import resolve
 from beam_shards.format.manifest import Manifest, size_problem
-from beam_shards.format.shard_table import BatchSpan
+from beam_shards.format.table_files import BatchSpan
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.shards.span_reader import SpanReader
 from beam_shards.storage import fs

@@ -22,7 +22,7 @@ from beam_shards import (ArrowBackend, Features, Json, Value, WriteToArrowShards
 from beam_shards.errors import NewerFormatError
 from beam_shards.format import manifest as manifest_module
 from beam_shards.format.layout import CacheLayout
-from beam_shards.format.shard_table import LEGACY_TABLE_SCHEMA, TABLE_SCHEMA
+from beam_shards.format.table_files import LEGACY_TABLE_SCHEMA, TABLE_SCHEMA
 from beam_shards.versions.compaction import compact
 
 from _paths import DATA

@@ -23,7 +23,7 @@ from beam_shards.errors import CorruptCacheError
 from beam_shards.features import ClassLabel, Features, Value
 from beam_shards.format import version_files
 from beam_shards.format.layout import TABLES_DIR, CacheLayout, new_write_id
-from beam_shards.format.shard_table import TABLE_SCHEMA, plan_tables, table_file
+from beam_shards.format.table_files import TABLE_SCHEMA, plan_tables, table_file
 from beam_shards.shards.options import WriterOptions, WrittenShard
 from beam_shards.shards.writer import ShardWriter
 from beam_shards.storage import folders, fs

@@ -19,7 +19,8 @@ from PIL import Image as PILImage
 
 from beam_shards import ClassLabel, FeatureError, Features, Image, Sequence, Value, cli, read_metadata
 from beam_shards.format.layout import CacheLayout
-from beam_shards.format.shard_table import TableRef, table_file
+from beam_shards.format.shard_table import TableRef
+from beam_shards.format.table_files import table_file
 from beam_shards.storage.checksum import checksum_of
 
 from _reliability import edit_manifest, print_uncaptured

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from beam_shards import (ArrowBackend, CacheNotFoundError, CorruptCacheError, Features, ReadAllFromArrowShards,
                          ReadFromArrowShards, ShardedDataset, Value, read_metadata, shard_paths, verify, write_shards)
-from beam_shards.format.shard_table import TABLE_SCHEMA, ShardTable, TableRef, concat_tables, table_file
+from beam_shards.format.shard_table import ShardTable, TableRef
+from beam_shards.format.table_files import TABLE_SCHEMA, concat_tables, table_file
 
 from _hostile import SCALE, printed_tally, rewrite_table
 
