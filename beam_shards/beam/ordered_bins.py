@@ -24,14 +24,13 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from beam_shards.shards.ipc_layout import FOOTER_BLOCK_BYTES
 from beam_shards.shards.merge import is_small
 from beam_shards.shards.options import WriterOptions, WrittenShard
 
 Order = tuple[int, ...]
 # A shard whole, or its batches [first, end): what a bin copies, in order.
 Span = WrittenShard | tuple[WrittenShard, int, int]
-# The footer's entry for a record batch: offset, metadata length and body length.
-_FOOTER_BLOCK_BYTES = 24
 
 
 def batch_bytes(shard: WrittenShard) -> tuple[int, ...]:
@@ -42,7 +41,7 @@ def batch_bytes(shard: WrittenShard) -> tuple[int, ...]:
     """
     if shard.batch_spans is None:
         raise ValueError(f"shard {shard.path} gives no record batch spans; only a shard a writer closed does")
-    return tuple(length + _FOOTER_BLOCK_BYTES for _, length, _ in shard.batch_spans)
+    return tuple(length + FOOTER_BLOCK_BYTES for _, length, _ in shard.batch_spans)
 
 
 def plan_ordered_bins(items: Iterable[tuple[str, WrittenShard, Order, Sequence[int]]], options: WriterOptions,

@@ -6,6 +6,7 @@ from beam_shards.lazy import lazy_names
 _LAZY = {
     "BatchHook": "beam_shards.shards.writer_inputs",
     "later_records": "beam_shards.shards.duplicates",
+    "FOOTER_BLOCK_BYTES": "beam_shards.shards.ipc_layout",
     "file_overhead": "beam_shards.shards.merge",
     "is_small": "beam_shards.shards.merge",
     "merge_shards": "beam_shards.shards.merge",
@@ -30,6 +31,6 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BatchHook", "DamagedBatchError", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
-    "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "is_small", "later_records", "merge_shards", "plan_bins",
+    "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "FOOTER_BLOCK_BYTES", "is_small", "later_records", "merge_shards", "plan_bins",
     "row_digests", "ShardFile", "ShardWriter", "SpanReader", "split_key", "WriterOptions", "WrittenShard",
 ]

@@ -18,6 +18,7 @@ from beam_shards.features import Features
 from beam_shards.features.base import casts
 from beam_shards.format.statistics import Statistics
 from beam_shards.shards.encoded_rows import EncodedRows
+from beam_shards.shards.ipc_layout import FOOTER_BLOCK_BYTES, first_batch_offset, footer_bytes
 from beam_shards.shards.later import Later
 from beam_shards.shards.plain_rows import ENCODED, THREADED_ROWS, CheckedBatch, encode_each
 from beam_shards.shards.options import WriterOptions, WrittenShard
@@ -29,11 +30,6 @@ from beam_shards.shards.writer_inputs import BatchHook
 OnBad = Callable[[Any, Any, EncodeError], None]
 # Hugging Face's column types offset strings with 32 bits: a batch holding them stays far below 2 GiB.
 _MAX_STRING_BATCH_BYTES = 1 << 30
-# The footer repeats the schema and holds one 24-byte block entry per record batch.
-_FOOTER_FIXED_BYTES = 64
-_FOOTER_BLOCK_BYTES = 24
-# An IPC file begins with its 6-byte magic, padded to 8, then the schema's message.
-_FILE_MAGIC_BYTES = 8
 
 
 class ShardWriter:
@@ -99,9 +95,8 @@ class ShardWriter:
             self._batch_bytes = min(self._batch_bytes, _MAX_STRING_BATCH_BYTES)
         self._options = pa.ipc.IpcWriteOptions(compression=options.compression)
         self._compressed = options.compression is not None
-        self._footer_fixed = self._schema.serialize().size + _FOOTER_FIXED_BYTES
-        # pyarrow writes the magic and the schema with the first batch: that batch begins after them.
-        self._first_batch_offset = _FILE_MAGIC_BYTES + self._schema.serialize().size
+        self._first_batch_offset = first_batch_offset(self._schema)
+        self._empty_footer = footer_bytes(self._schema, 0)
         self._names = tuple(features)
         self._on_bad = on_bad
         self._hook = hook
@@ -372,7 +367,7 @@ class ShardWriter:
         estimate = pa.ipc.get_record_batch_size(batch)
         if self._compressed and self._written_uncompressed:
             estimate = estimate * self._written_on_disk // self._written_uncompressed
-        footer = self._footer_fixed + _FOOTER_BLOCK_BYTES * (self._shard_batches + 1)
+        footer = self._empty_footer + FOOTER_BLOCK_BYTES * (self._shard_batches + 1)
         return self._stream.size + estimate + footer > self._shard_size
 
     def _open_next(self) -> None:
