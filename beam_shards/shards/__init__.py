@@ -22,6 +22,7 @@ _LAZY = {
     "ShardFile": "beam_shards.shards.shard_file",
     "DamagedBatchError": "beam_shards.shards.span_reader",
     "SpanReader": "beam_shards.shards.span_reader",
+    "batch_part": "beam_shards.shards.span_reader",
     "EncodedRows": "beam_shards.shards.writer",
     "ShardWriter": "beam_shards.shards.writer",
     "split_key": "beam_shards.shards.writer_inputs",
@@ -30,7 +31,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "BatchHook", "DamagedBatchError", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
+    "batch_part", "BatchHook", "DamagedBatchError", "DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_SIZE", "DEFAULT_SHARD_SIZE_BYTES", "DIGEST_BYTES",
     "DIGEST_NUMBERS", "EncodedRows", "file_overhead", "FOOTER_BLOCK_BYTES", "is_small", "later_records", "merge_shards", "plan_bins",
     "row_digests", "ShardFile", "ShardWriter", "SpanReader", "split_key", "WriterOptions", "WrittenShard",
 ]

@@ -104,14 +104,14 @@ class SpanReader:
           CorruptCacheError: it is not a valid record batch of the shard's schema.
         """
         span = self.spans[index]
+        part = batch_part(index, span)
         data = self._bytes(index)
         found = zlib.crc32(data)  # the first touch of a mapped batch: `_bytes` checked the file still holds it
         if found != span.crc32 or data.size != span.length:
             raise DamagedBatchError(
-                f"{self._named()}: record batch {index} (bytes {span.offset} to {span.offset + span.length}) has "
-                f"CRC-32 {found:08x} over {data.size} bytes, the shard table says {span.crc32:08x} over "
-                f"{span.length}; the file was damaged since it was written, nothing of it was served")
-        part = f"record batch {index} (bytes {span.offset} to {span.offset + span.length})"
+                f"{self._named()}: {part} has CRC-32 {found:08x} over {data.size} bytes, the shard table says "
+                f"{span.crc32:08x} over {span.length}; the file was damaged since it was written, nothing of it "
+                "was served")
         with self.file.unreadable_as_corrupt(part):
             batch = pa.ipc.read_record_batch(pa.ipc.read_message(data), self.file.schema)
         if batch.num_rows != span.rows:
@@ -143,8 +143,8 @@ class SpanReader:
         size = self._map.size()  # fstat of the map's own descriptor: the file mapped, even if since replaced
         if size < span.offset + span.length:
             raise CorruptCacheError(
-                f"{self._named()} was truncated to {size} bytes since it was opened: record batch {index} "
-                f"(bytes {span.offset} to {span.offset + span.length}) is no longer in it; nothing of it was read")
+                f"{self._named()} was truncated to {size} bytes since it was opened: {batch_part(index, span)} is "
+                "no longer in it; nothing of it was read")
 
     def _will_need(self, span: BatchSpan) -> None:
         start = span.offset - span.offset % _PAGE  # spans fit the file: its table entry and size were checked
@@ -152,6 +152,11 @@ class SpanReader:
 
     def _named(self) -> str:
         return f"the disk-cache copy {self.copy} of {self.file.where}" if self.copy else self.file.where
+
+
+def batch_part(index: int, span: BatchSpan) -> str:
+    """How errors name record batch `index` of a shard and where its span lies."""
+    return f"record batch {index} (bytes {span.offset} to {span.offset + span.length})"
 
 
 def _advise(mapped: mmap.mmap, option: str, *where: int) -> None:

@@ -20,7 +20,7 @@ from beam_shards.format.latest import resolve
 from beam_shards.format.manifest import Manifest, size_problem
 from beam_shards.format.table_files import BatchSpan
 from beam_shards.shards.shard_file import ShardFile
-from beam_shards.shards.span_reader import SpanReader
+from beam_shards.shards.span_reader import SpanReader, batch_part
 from beam_shards.storage import fs
 
 REMOTE_WORKERS = 16
@@ -145,9 +145,8 @@ def _span_problems(shard: ShardFile, spans: list[BatchSpan], batches: list[pa.Re
             continue
         # Compared as bytes: by value, a batch holding a NaN is not equal to itself.
         if batches is not None and (index >= len(batches) or not batch.serialize().equals(batches[index].serialize())):
-            span = spans[index]
-            problems.append(f"{shard.where}: record batch {index} where its shard table says (bytes {span.offset} "
-                            f"to {span.offset + span.length}) is not the batch its footer lists there")
+            problems.append(f"{shard.where}: {batch_part(index, spans[index])}, where its shard table says, is not "
+                            "the batch its footer lists there")
     if batches is not None and len(batches) != len(spans):
         problems.append(f"{shard.where} holds {len(batches)} record batches, its shard table lists {len(spans)}")
     return problems
