@@ -8,6 +8,7 @@ instead of stalling the suite.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from beam_shards import Array, ClassLabel, Features, Image, ShardedDataset, Value
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, image_folder, jsonl
+from pipelines import common, csv as csv_pipeline, image_folder, jsonl, running
 
 from _hostile import CAMERA_JPEG, assert_clear, cases, forged_png
 from _paths import REPO
@@ -136,24 +137,37 @@ RUNS = [pytest.param(*case.values, [], id=f"{case.id}-in-process") for case in c
     if case.id != "a null inside a fixed-size list"]
 
 
+def _command(argv: list[str], capfd) -> tuple[int, str, str]:
+    """`python -m pipelines.NAME ...` (`argv` from the module on): its exit status, stdout and stderr. Run in
+    this process, as its `__main__` runs it, unless its workers are processes of their own: an interpreter
+    and Beam's imports cost seconds a run."""
+    if "--direct_running_mode=multi_processing" in argv:
+        done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=REPO, timeout=240)
+        return done.returncode, done.stdout, done.stderr
+    capfd.readouterr()
+    code = running.main(importlib.import_module(argv[0]).run, argv[1:])
+    return (code, *capfd.readouterr())
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("module, files, input_file, flags, runner", RUNS)
-def test_a_failing_pipeline_prints_one_error_line_and_no_traceback(tmp_path, module, files, input_file, flags, runner):
+def test_a_failing_pipeline_prints_one_error_line_and_no_traceback(tmp_path, module, files, input_file, flags, runner,
+                                                                   capfd):
     root = tmp_path / "input"
     make_files(root, {"a.jpg": jpeg(1), **files})
-    argv = [sys.executable, "-m", f"pipelines.{module}", "--input", str(root / input_file), "--output",
-            str(tmp_path / "out"), *[str(root / flag) if flag in files else flag for flag in flags], *runner]
-    quiet = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=240)
+    argv = [f"pipelines.{module}", "--input", str(root / input_file), "--output", str(tmp_path / "out"),
+            *[str(root / flag) if flag in files else flag for flag in flags], *runner]
+    code, out, err = _command(argv, capfd)
     # A run slower than the progress interval (two processes on a loaded machine) prints a progress line first.
-    lines = [line for line in quiet.stderr.splitlines() if not line.startswith("converting to ")]
-    assert quiet.returncode == 1 and quiet.stdout == ""
-    assert len(lines) == 2 and lines[0].startswith("error: ") and str(root) in lines[0], quiet.stderr
+    lines = [line for line in err.splitlines() if not line.startswith("converting to ")]
+    assert code == 1 and out == ""
+    assert len(lines) == 2 and lines[0].startswith("error: ") and str(root) in lines[0], err
     assert lines[1].startswith("(add --skip_bad")
     if runner or module != "jsonl" or flags:
         # How an error is printed does not depend on where it is raised or what it is: --verbose is
         # checked once, in-process (a run costs seconds of start-up).
         return
-    verbose = subprocess.run(argv + ["--verbose"], capture_output=True, text=True, cwd=REPO, timeout=240)
-    assert verbose.returncode == 1 and "Traceback" in verbose.stderr
-    assert verbose.stderr.splitlines()[-2] == lines[0]
+    code, _, verbose = _command(argv + ["--verbose"], capfd)
+    assert code == 1 and "Traceback" in verbose
+    assert verbose.splitlines()[-2] == lines[0]
