@@ -204,6 +204,8 @@ class Mixture:
     def _block_of(self, indices: np.ndarray) -> _BlockPlan | None:
         """The plan of the block all of `indices` (not empty) lie in, if it is planned or is now (`_planned_block`)."""
         block = int(indices[0]) >> _BLOCK_BITS
+        if int(indices[-1]) >> _BLOCK_BITS != block:  # random indices: settled without a pass over them
+            return None
         if int(indices.max()) >> _BLOCK_BITS != block or int(indices.min()) >> _BLOCK_BITS != block:
             return None
         planned = self._block  # one read: another thread may plan another block meanwhile
