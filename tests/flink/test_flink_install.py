@@ -19,7 +19,7 @@ def _flink_tests(cache: str, require: bool) -> subprocess.CompletedProcess:
     if require:
         env["BEAM_SHARDS_REQUIRE_FLINK"] = "1"
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-rs",
-                           "tests/flink/test_flink_pipelines.py"], cwd=REPO, env=env, capture_output=True, text=True,
+                           "tests/flink/test_flink_install_whole.py"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=240)
 
 
