@@ -73,6 +73,7 @@ class Features(Mapping[str, Feature]):
         self._width = len(self._features)
         self._schema: pa.Schema | None = None
         self._stored: dict[str, pa.Schema] = {}
+        self._json: str | None = None  # an open reads it twice: the fingerprint and the schema's metadata
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, Feature]]]:
         # Pickled as the features alone, without the encoders and schemas derived from them:
@@ -129,7 +130,9 @@ class Features(Mapping[str, Feature]):
         return cls({name: feature_from_dict(feature) for name, feature in spec.items()})
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=True)
+        if self._json is None:
+            self._json = json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=True)
+        return self._json
 
     @classmethod
     def from_json(cls, text: str) -> Features:
