@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import Array, ClassLabel, Features, Sequence, Value
 from beam_shards.features.base import FLOAT_DTYPES, INT_DTYPES
-from beam_shards.format.counts import is_count
+from beam_shards.format.counts import are_counts, is_count
 
 # Class counts are kept for ClassLabels of at most this many classes (a count each, in every
 # version's header, which every open reads).
@@ -156,7 +156,7 @@ class Statistics:
             if classes is not None:
                 label = _counted_label(features[name])
                 if label is None or not isinstance(classes, list) \
-                        or len(classes) != label.num_classes or not all(map(is_count, classes)):
+                        or len(classes) != label.num_classes or not are_counts(classes):
                     raise CorruptCacheError(f"{problem}: class counts of column {name!r}")
                 classes = tuple(classes)
             items = entry.get("items")
