@@ -27,6 +27,8 @@ import yaml
 from _services import free_port, stop, wait_for_port
 
 SLOTS = 2
+# A Python worker outlives the stage that started it by this long, so the next stage reuses it.
+ENVIRONMENT_CACHE_MILLIS = 30_000
 # A JobManager and a TaskManager start in about 10s on an idle 2-core machine, and several times that on a busy one.
 CLUSTER_START_SECONDS = 180
 

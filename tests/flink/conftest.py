@@ -24,7 +24,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from _flink_cluster import SLOTS, FlinkCluster, start_cluster, start_job_server, start_worker_pool
+from _flink_cluster import (ENVIRONMENT_CACHE_MILLIS, SLOTS, FlinkCluster, start_cluster, start_job_server,
+                            start_worker_pool)
 from _services import stop
 from install_flink import FLINK_MINOR, FLINK_VERSION, flink_home, job_server_jar
 
@@ -33,7 +34,6 @@ REQUIRE_VARIABLE = "BEAM_SHARDS_REQUIRE_FLINK"
 # 2 shared cores: the quick JIT alone (C1) and the serial collector spend about a third less CPU
 # than the defaults, which suit long-running services.
 JAVA_TOOL_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-ENVIRONMENT_CACHE_MILLIS = 30_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +107,6 @@ def flink_cluster_job_server(flink_install: FlinkInstall, flink_cluster: FlinkCl
 @pytest.fixture(scope="session")
 def flink_cluster_options(flink_install: FlinkInstall, flink_cluster: FlinkCluster, flink_cluster_job_server: str,
                           beam_worker_pool: str) -> list[str]:
-    # A worker outlives the stage that started it by ENVIRONMENT_CACHE_MILLIS, so the next stage reuses it.
     return [*flink_install.runner_options(flink_cluster.rest), f"--job_endpoint={flink_cluster_job_server}",
             f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={beam_worker_pool}",
             f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]

@@ -28,9 +28,8 @@ from beam_shards.cli import main as beam_shards_cli
 from beam_shards.versions.gc import Retention, collect_garbage, find_garbage
 from pipelines import demo
 
-from _flink_cluster import SLOTS, FlinkCluster, start_cluster, start_job_server
+from _flink_cluster import ENVIRONMENT_CACHE_MILLIS, SLOTS, FlinkCluster, start_cluster, start_job_server
 from _services import stop
-from conftest import ENVIRONMENT_CACHE_MILLIS
 from test_deterministic import shard_digests
 
 # 2 to 3 minutes each (8 for the three), past what the suite's time budget leaves: run them with BEAM_SHARDS_FLINK_FAULTS=1.
