@@ -103,14 +103,16 @@ def _groups(columns: list[tuple[str, pa.Array]]) -> Iterator[list[tuple[str, pa.
     calls cost little beside its cells, and a copy into a group would not), the others in runs
     of up to `_GROUP_CELLS` cells."""
     group: list[tuple[str, pa.Array]] = []
+    held = 0  # the cells of `group`, counted as it grows: summing them for each column was quadratic
     for name, cells in columns:
         if len(cells) >= _GROUP_CELLS:
             yield [(name, cells)]
             continue
-        if sum(len(held) for _, held in group) + len(cells) > _GROUP_CELLS:
+        if held + len(cells) > _GROUP_CELLS:
             yield group
-            group = []
+            group, held = [], 0
         group.append((name, cells))
+        held += len(cells)
     if group:
         yield group
 
