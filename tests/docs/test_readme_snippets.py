@@ -7,23 +7,30 @@ endpoint are the test's S3 server's, `/mnt/nvme/shard_cache` is a folder of the 
 A Python fragment that uses names an earlier block defines (`examples`, `rank`...) gets
 them from a prelude here; a new fragment with names of its own fails until it has one.
 
-Off the object store, a plain `python -m pipelines.NAME ...` or `beam-shards ...` command runs in
-this process, as the command would run it (`pipelines.running.main`, `cli.main`) in the snippet's
-folder and environment: that saves an interpreter and Beam's imports per command. The commands
-run as processes in the S3 test here, in test_readme, and in the tests of each command.
+Off the object store, a plain `python -m pipelines.NAME ...`, `python SCRIPT.py ...` or
+`beam-shards ...` command runs in this process, as the command would run it
+(`pipelines.running.main`, the script as `__main__`, `cli.main`) in the snippet's folder and
+environment, and so does a Python snippet that starts no worker processes: that saves an
+interpreter and the imports of Beam, torch or datasets per snippet. A snippet whose DataLoader
+forks workers runs as a process (this process has threads of its own that a fork would copy
+mid-step). The commands run as processes in the S3 test here, in test_readme, and in the
+tests of each command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import json
 import os
-import importlib
 import re
+import runpy
 import shlex
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import datasets
 import pyarrow as pa
@@ -175,22 +182,48 @@ def _checkout(root) -> None:
 
 
 # A command with nothing for the shell to do but split words, unquote and expand a leading ~.
-_IN_PROCESS = re.compile(r"(python -m pipelines\.\w+|(\.venv/bin/)?beam-shards)( +([^\s|&;<>$`()*?'\"#]|'[^']*')+)* *(#.*)?")
+_IN_PROCESS = re.compile(r"(python -m pipelines\.\w+|python \w+\.py|(\.venv/bin/)?beam-shards)"
+                         r"( +([^\s|&;<>$`()*?'\"#]|'[^']*')+)* *(#.*)?")
 
 
 def _run_in_process(text: str, cwd, env: dict[str, str]) -> None:
     """`text`, a command `_IN_PROCESS` matches, run in this process in `cwd` with `env`."""
     words = shlex.split(text, comments=True)
+    with _in(cwd, env) as patch:
+        argv = [os.path.expanduser(word) for word in words]  # `~` is the snippet's HOME
+        if words[0] == "python" and words[1] == "-m":
+            code = running.main(importlib.import_module(words[2]).run, argv[3:])
+        elif words[0] == "python":
+            patch.setattr(sys, "argv", argv[1:])
+            runpy.run_path(str(cwd / words[1]), run_name="__main__")
+            code = 0
+        else:
+            code = cli.main(argv[1:])
+    assert code == 0, f"{text}: exit status {code}"
+
+
+def _exec_in_process(source: str, cwd, env: dict[str, str]) -> None:
+    """A Python snippet's `source`, run in this process as `python snippet.py` would run it in `cwd` with `env`."""
+    with _in(cwd, env) as patch:
+        patch.setattr(sys, "argv", ["snippet.py"])
+        exec(compile(source, str(cwd / "snippet.py"), "exec"), {"__name__": "__main__"})
+
+
+@contextlib.contextmanager
+def _in(cwd, env: dict[str, str]) -> Iterator[pytest.MonkeyPatch]:
+    """This process in `cwd` with `env`, `cwd` first on the import path; what it imports from `cwd` is
+    forgotten after."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
         for name, value in env.items():
             patch.setenv(name, value)
-        argv = [os.path.expanduser(word) for word in words]
-        if words[0] == "python":
-            code = running.main(importlib.import_module(words[2]).run, argv[3:])
-        else:
-            code = cli.main(argv[1:])
-    assert code == 0, f"{text}: exit status {code}"
+        patch.syspath_prepend(str(cwd))
+        try:
+            yield patch
+        finally:
+            for name in [name for name, module in sys.modules.items()
+                         if str(getattr(module, "__file__", None) or "").startswith(str(cwd))]:
+                del sys.modules[name]
 
 
 def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, str], in_process: bool = False) -> None:
@@ -207,6 +240,9 @@ def _run(snippet: Snippet, cwd, env: dict[str, str], substitutions: dict[str, st
         indent = re.search(r"^( *)\{snippet\}", textwrap.dedent(prelude), re.MULTILINE).group(1)
         source = (textwrap.dedent(prelude).replace(indent + "{snippet}", textwrap.indent(text, indent))
                   .replace("{cache_dir}", substitutions.get("/mnt/nvme/shard_cache", "")))
+        if in_process and "num_workers" not in text:
+            _exec_in_process("import os\n" + source, cwd, env)
+            return
         (cwd / "snippet.py").write_text("import os\n" + source)
         argv = [sys.executable, "snippet.py"]
     result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
