@@ -31,7 +31,8 @@ LEGACY_TABLE_SCHEMA = pa.schema([
 # Format 5's: each record batch's offset and length in the shard file and the CRC-32 of those bytes.
 TABLE_SCHEMA = pa.schema(list(LEGACY_TABLE_SCHEMA) + [
     pa.field(name, pa.list_(pa.int64())) for name in ("batch_offsets", "batch_lengths", "batch_crc32s")])
-SPAN_COLUMNS = (6, 7, 8)
+SPAN_COLUMNS = tuple(range(len(LEGACY_TABLE_SCHEMA), len(TABLE_SCHEMA)))
+
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
@@ -63,10 +64,9 @@ def build_table(shards: Sequence[ShardInfo], batch_rows: Sequence[Sequence[int] 
     and, with `spans` (format 5), where each of its batches lies (None: not known); without
     `spans`, a table in the schema of formats 3 and 4."""
     rows = np.fromiter((s.num_rows for s in shards), dtype=np.int64, count=len(shards))
-    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(shards) else rows
     columns = [pa.array([s.file for s in shards], pa.string()), pa.array(rows),
                pa.array([s.num_bytes for s in shards], pa.int64()),
-               pa.array([s.checksum for s in shards], pa.string()), pa.array(starts, pa.int64()),
+               pa.array([s.checksum for s in shards], pa.string()), _row_starts(rows),
                pa.array(list(batch_rows), pa.list_(pa.int64()))]
     if spans is None:
         return pa.table(columns, schema=LEGACY_TABLE_SCHEMA)
@@ -88,9 +88,12 @@ def concat_tables(tables: Sequence[pa.Table]) -> pa.Table:
         return build_table([], [])
     schema = TABLE_SCHEMA if any(has_spans(t) for t in tables) else LEGACY_TABLE_SCHEMA
     joined = pa.concat_tables([_widened(t, schema) for t in tables]).combine_chunks()
-    rows = joined.column("num_rows").to_numpy()
-    starts = np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(rows) else rows
-    return joined.set_column(4, TABLE_SCHEMA.field("row_start"), pa.array(starts, pa.int64()))
+    return joined.set_column(4, TABLE_SCHEMA.field("row_start"), _row_starts(joined.column("num_rows").to_numpy()))
+
+
+def _row_starts(rows: np.ndarray) -> pa.Array:
+    """Each shard's first row within its table, from the shards' rows."""
+    return pa.array(np.concatenate([[0], np.cumsum(rows)[:-1]]) if len(rows) else rows, pa.int64())
 
 
 def _widened(table: pa.Table, schema: pa.Schema) -> pa.Table:
