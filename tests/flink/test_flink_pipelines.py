@@ -190,4 +190,5 @@ def test_every_pipeline_on_flink_writes_the_fnapi_runners_shards_and_dead_letter
     expected = {name: (ROWS[name], True, *on_fnapi[name], 0) for name in PLANS}
     wrong = [name for name in PLANS if written[name] != expected[name]]
     assert not wrong, {name: (written[name], expected[name]) for name in wrong}
-    assert not _copied(copy_source, copy), _copied(copy_source, copy)
+    faults = _copied(copy_source, copy)
+    assert not faults, faults
