@@ -127,6 +127,9 @@ class FaultyProxy:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out as two writes: with Nagle's algorithm the body waits for
+            # the client's delayed ACK of the headers, about 40 ms an answer.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:
                 pass

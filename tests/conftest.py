@@ -78,6 +78,8 @@ def faulty_s3(s3_server, monkeypatch) -> Iterator[tuple[Store, FaultyProxy]]:
         monkeypatch.delenv(name, raising=False)
     for name, value in StoreServer("s3", proxy.endpoint).env().items():
         monkeypatch.setenv(name, value)
+    # botocore's own retries would back off for seconds behind each refusal; the tests count ours.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setattr(FileSystems, "_pipeline_options", None)
     try:
         yield Store(StoreServer("s3", proxy.endpoint), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"), proxy

@@ -79,9 +79,9 @@ def test_the_cli_prints_one_line_for_a_denied_cache(faulty_s3, capsys):
 def test_a_store_that_throttles_a_few_times_is_read_after_backing_off(faulty_s3):
     store, proxy = faulty_s3
     path = _cache(store)
-    proxy.refuse("_metadata.json", 503, "SlowDown", times=4)  # botocore's own retries take some of them
+    proxy.refuse("_metadata.json", 503, "SlowDown", times=store_errors.ATTEMPTS - 1)
     assert read_metadata(path).num_rows == 50
-    assert proxy.refused == 4
+    assert proxy.refused == store_errors.ATTEMPTS - 1
 
 
 def test_a_store_that_keeps_throttling_is_a_clear_error(faulty_s3):
