@@ -149,8 +149,9 @@ def wait_for_slots(cluster: FlinkCluster) -> None:
                        f"{CLUSTER_START_SECONDS}s (last overview: {seen}):\n{cluster.logs()}")
 
 
-def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
-    """Starts Beam's Python worker pool on a free loopback port; returns its address and process.
+def start_worker_pool(log_dir: pathlib.Path, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen]:
+    """Starts Beam's Python worker pool on a free loopback port, `env` added to its environment;
+    returns its address and process.
 
     Each worker runs `_sdk_worker_boot.py` in this venv, so it has the job's pipeline options."""
     port = free_port()
@@ -161,7 +162,8 @@ def start_worker_pool(log_dir: pathlib.Path) -> tuple[str, subprocess.Popen]:
     with open(log_dir / "worker_pool.out", "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
                                     f"--service_port={port}", f"--container_executable={boot}"],
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                   stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                   start_new_session=True)
     return f"localhost:{_listening(process, port, 'the Beam worker pool')}", process
 
 

@@ -9,7 +9,10 @@ The strategy is the cluster's (`restart-strategy` in its configuration): Beam's 
 
 The kill lands mid-step: the step's files were seen under the cache (for the merge, Flink was
 running the step's vertex), nothing was published yet, the job was running, and Flink's
-exception history records the failure the kill caused.
+exception history records the failure the kill caused. The merge of small shards takes a
+fraction of a second on a fast machine, less than Flink's REST API takes to show it running
+(it serves a job's state up to `web.refresh-interval` old): the tests' Python workers wait
+MERGE_DELAY_SECONDS before each merge (`_sdk_worker_boot.py`), and the interval is shortened.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,27 +32,28 @@ from beam_shards.cli import main as beam_shards_cli
 from beam_shards.versions.gc import Retention, collect_garbage, find_garbage
 from pipelines import demo
 
-from _flink_cluster import ENVIRONMENT_CACHE_MILLIS, SLOTS, FlinkCluster, start_cluster, start_job_server
+from _flink_cluster import (ENVIRONMENT_CACHE_MILLIS, SLOTS, FlinkCluster, start_cluster, start_job_server,
+                            start_worker_pool)
+from _sdk_worker_boot import MERGE_DELAY_VARIABLE
 from _services import stop
 from test_deterministic import shard_digests
 
-# 2 to 3 minutes each (8 for the three), past what the suite's time budget leaves: run them with BEAM_SHARDS_FLINK_FAULTS=1.
-FAULTS_VARIABLE = "BEAM_SHARDS_FLINK_FAULTS"
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
-              pytest.mark.skipif(os.environ.get(FAULTS_VARIABLE) != "1",
-                                 reason=f"the TaskManager kill tests take 2 to 3 minutes each; {FAULTS_VARIABLE}=1 runs them")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 2000
 DEMO = ["--num_examples", str(ROWS), "--image_size", "8", "--shard_size", "8KB", "--batch_size", "16",
         "--progress", "0"]
-# A lost TaskManager is noticed within seconds, not the default 50; the job is run again up to 3 times.
+# A lost TaskManager is noticed within seconds, not the default 50; the job is run again up to 3 times;
+# the REST API shows a job's state at most 0.5 s old (3 s by default).
 FAULT_SETTINGS = {"heartbeat": {"interval": 1000, "timeout": 8000},
-                  "restart-strategy": {"type": "fixed-delay", "fixed-delay": {"attempts": 3, "delay": "2 s"}}}
+                  "restart-strategy": {"type": "fixed-delay", "fixed-delay": {"attempts": 3, "delay": "2 s"}},
+                  "web": {"refresh-interval": 500}}
 # What shows each step running: a bundle's staged shard (the cache's _staging/<write id>/<attempt>/);
 # Flink running the step that merges small shards (its vertex's name holds the step's label);
 # a shard moved into place by finalize (before it writes the version and _metadata.json).
 STAGED, MERGING, MOVED = "_staging/*/*/*.arrow", "MergeBins", "shard-*.arrow"
 STEPS = {"bundles": STAGED, "merge": MERGING, "finalize": MOVED}
+MERGE_DELAY_SECONDS = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,17 @@ def demo_on_fnapi(tmp_path_factory) -> list[str]:
     output = str(tmp_path_factory.mktemp("fnapi") / "demo")
     demo.run([*DEMO, "--output", output, "--runner=FnApiRunner"])
     return shard_digests(output)
+
+
+@pytest.fixture(scope="module")
+def slow_merging_worker_pool(flink_install, tmp_path_factory) -> Iterator[str]:
+    """A Beam worker pool whose workers wait MERGE_DELAY_SECONDS before each merge; yields its address."""
+    address, process = start_worker_pool(tmp_path_factory.mktemp("slow_merging_worker_pool"),
+                                         {MERGE_DELAY_VARIABLE: str(MERGE_DELAY_SECONDS)})
+    try:
+        yield address
+    finally:
+        stop(process)
 
 
 def _run_in_thread(argv: list[str]) -> tuple[threading.Thread, dict]:
@@ -87,7 +103,7 @@ def _wait_for(step: str, output: str, cluster: FlinkCluster, thread: threading.T
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink_install, beam_worker_pool,
+def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink_install, slow_merging_worker_pool,
                                                                      demo_on_fnapi, tmp_path):
     cluster = start_cluster(flink_install.flink_home, tmp_path / "cluster", FAULT_SETTINGS)
     job_server = None
@@ -95,7 +111,7 @@ def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink
         endpoint, job_server = start_job_server(flink_install.job_server_jar, cluster.rest, cluster.conf_dir)
         output = str(tmp_path / "demo")
         argv = [*DEMO, "--output", output, *flink_install.runner_options(cluster.rest), f"--job_endpoint={endpoint}",
-                f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={beam_worker_pool}",
+                f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={slow_merging_worker_pool}",
                 f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
         thread, outcome = _run_in_thread(argv)
         evidence = _wait_for(step, output, cluster, thread, 600)
