@@ -5,13 +5,15 @@ The pool's own workers (`python -c "SdkHarness(...)"`) get no pipeline options, 
 FileSystems on them have none either: `--s3_endpoint_url`, `--s3_access_key_id` and the
 like would never reach a worker, as they do on a real cluster running Beam's container.
 The pool runs this as its `--container_executable`, with the flags `boot` takes. With
-BEAM_SHARDS_TEST_MERGE_DELAY=SECONDS in the pool's environment each merge of small shards
-waits that long first, so that a fault test's kill lands while Flink runs the merge.
+BEAM_SHARDS_TEST_DELAYS=MODULE:FUNCTION=SECONDS[,...] in the pool's environment each call of
+those functions waits that long first, so that a fault test's kill lands mid-step.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import os
 import sys
 import time
@@ -21,19 +23,25 @@ from apache_beam.portability.api import beam_provision_api_pb2, beam_provision_a
 from apache_beam.runners.worker import sdk_worker_main
 from google.protobuf import json_format
 
-MERGE_DELAY_VARIABLE = "BEAM_SHARDS_TEST_MERGE_DELAY"
+DELAYS_VARIABLE = "BEAM_SHARDS_TEST_DELAYS"
 
 
-def _slow_merges(seconds: float) -> None:
-    from beam_shards.beam import merging
+def _delay_calls(delays: str) -> None:
+    """Makes each function of `delays` (`module:function=seconds`, comma-separated) wait that long first."""
+    for item in delays.split(","):
+        target, seconds = item.split("=")
+        module_name, name = target.split(":")
+        module = importlib.import_module(module_name)
+        setattr(module, name, _delayed(getattr(module, name), float(seconds)))
 
-    merge = merging.merge_shards
 
-    def slow_merge(*args, **kwargs):
+def _delayed(function, seconds: float):
+    @functools.wraps(function)
+    def delayed(*args, **kwargs):
         time.sleep(seconds)
-        return merge(*args, **kwargs)
+        return function(*args, **kwargs)
 
-    merging.merge_shards = slow_merge
+    return delayed
 
 
 def main() -> None:
@@ -41,8 +49,8 @@ def main() -> None:
     for name in ("id", "logging_endpoint", "artifact_endpoint", "provision_endpoint", "control_endpoint"):
         parser.add_argument(f"--{name}", required=True)
     args = parser.parse_args()
-    if os.environ.get(MERGE_DELAY_VARIABLE):
-        _slow_merges(float(os.environ[MERGE_DELAY_VARIABLE]))
+    if os.environ.get(DELAYS_VARIABLE):
+        _delay_calls(os.environ[DELAYS_VARIABLE])
     with grpc.insecure_channel(args.provision_endpoint) as channel:
         info = beam_provision_api_pb2_grpc.ProvisionServiceStub(channel).GetProvisionInfo(
             beam_provision_api_pb2.GetProvisionInfoRequest(), metadata=[("worker_id", args.id)]).info

@@ -9,10 +9,12 @@ The strategy is the cluster's (`restart-strategy` in its configuration): Beam's 
 
 The kill lands mid-step: the step's files were seen under the cache (for the merge, Flink was
 running the step's vertex), nothing was published yet, the job was running, and Flink's
-exception history records the failure the kill caused. The merge of small shards takes a
-fraction of a second on a fast machine, less than Flink's REST API takes to show it running
-(it serves a job's state up to `web.refresh-interval` old): the tests' Python workers wait
-MERGE_DELAY_SECONDS before each merge (`_sdk_worker_boot.py`), and the interval is shortened.
+exception history records the failure the kill caused. On a fast machine the merge and
+finalize take a fraction of a second: less than Flink's REST API takes to show the merge
+running (it serves a job's state up to `web.refresh-interval` old, which the cluster
+shortens), and finalize published before a look found its first shard moved. The tests'
+Python workers wait DELAY_SECONDS before each merge of small shards and before finalize
+commits the moved shards as a version (`DELAYED`, through `_sdk_worker_boot.py`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pipelines import demo
 
 from _flink_cluster import (ENVIRONMENT_CACHE_MILLIS, SLOTS, FlinkCluster, start_cluster, start_job_server,
                             start_worker_pool)
-from _sdk_worker_boot import MERGE_DELAY_VARIABLE
+from _sdk_worker_boot import DELAYS_VARIABLE
 from _services import stop
 from test_deterministic import shard_digests
 
@@ -53,7 +55,9 @@ FAULT_SETTINGS = {"heartbeat": {"interval": 1000, "timeout": 8000},
 # a shard moved into place by finalize (before it writes the version and _metadata.json).
 STAGED, MERGING, MOVED = "_staging/*/*/*.arrow", "MergeBins", "shard-*.arrow"
 STEPS = {"bundles": STAGED, "merge": MERGING, "finalize": MOVED}
-MERGE_DELAY_SECONDS = 3.0
+# Functions the workers delay (module:function), so that each step runs for seconds on a fast machine too.
+DELAYED = ("beam_shards.beam.merging:merge_shards", "beam_shards.versions.commit:_commit")
+DELAY_SECONDS = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +68,10 @@ def demo_on_fnapi(tmp_path_factory) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def slow_merging_worker_pool(flink_install, tmp_path_factory) -> Iterator[str]:
-    """A Beam worker pool whose workers wait MERGE_DELAY_SECONDS before each merge; yields its address."""
-    address, process = start_worker_pool(tmp_path_factory.mktemp("slow_merging_worker_pool"),
-                                         {MERGE_DELAY_VARIABLE: str(MERGE_DELAY_SECONDS)})
+def slow_worker_pool(flink_install, tmp_path_factory) -> Iterator[str]:
+    """A Beam worker pool whose workers wait DELAY_SECONDS before each call of `DELAYED`; yields its address."""
+    delays = ",".join(f"{function}={DELAY_SECONDS}" for function in DELAYED)
+    address, process = start_worker_pool(tmp_path_factory.mktemp("slow_worker_pool"), {DELAYS_VARIABLE: delays})
     try:
         yield address
     finally:
@@ -103,7 +107,7 @@ def _wait_for(step: str, output: str, cluster: FlinkCluster, thread: threading.T
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink_install, slow_merging_worker_pool,
+def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink_install, slow_worker_pool,
                                                                      demo_on_fnapi, tmp_path):
     cluster = start_cluster(flink_install.flink_home, tmp_path / "cluster", FAULT_SETTINGS)
     job_server = None
@@ -111,7 +115,7 @@ def test_a_taskmanager_killed_mid_write_loses_and_duplicates_nothing(step, flink
         endpoint, job_server = start_job_server(flink_install.job_server_jar, cluster.rest, cluster.conf_dir)
         output = str(tmp_path / "demo")
         argv = [*DEMO, "--output", output, *flink_install.runner_options(cluster.rest), f"--job_endpoint={endpoint}",
-                f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={slow_merging_worker_pool}",
+                f"--parallelism={SLOTS}", "--environment_type=EXTERNAL", f"--environment_config={slow_worker_pool}",
                 f"--environment_cache_millis={ENVIRONMENT_CACHE_MILLIS}"]
         thread, outcome = _run_in_thread(argv)
         evidence = _wait_for(step, output, cluster, thread, 600)
