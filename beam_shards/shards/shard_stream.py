@@ -9,6 +9,7 @@ to it until the thread is done is safe.
 
 The thread also takes a CRC-32 of each record batch's bytes alone (format 5): the writer marks
 where a batch begins and ends (`begin_span`, `end_span`), and `spans()` gives them once written.
+A batch's bytes are read once: the file's CRC-32 takes the batch's by combining the two.
 """
 
 from __future__ import annotations
@@ -84,9 +85,9 @@ class ShardStream:
         self._changed = self._pending.changed
         self._error: BaseException | None = None
         self._crc = Crc32()
-        # The spans marked so far, (offset, length, CRC-32), and the one open: (offset, CRC so far).
+        # The spans marked so far, (offset, length, CRC-32), and the one open: (offset, CRC and length so far).
         self._spans: list[tuple[int, int, int]] = []
-        self._open_span: tuple[int, int] | None = None
+        self._open_span: tuple[int, int, int] | None = None
         self.size = 0
         self.closed = False
         self._thread = threading.Thread(target=self._run, name="beam_shards-shard-stream", daemon=True)
@@ -185,8 +186,7 @@ class ShardStream:
                     self._mark(item)
                     continue
                 try:
-                    self._span_update(item)
-                    self._crc.update(item)
+                    self._checksum(item)
                     self._raw.write(item)
                 finally:  # given back even when the write fails: the bound is shared
                     with self._changed:
@@ -207,19 +207,25 @@ class ShardStream:
 
     def _mark(self, mark: _Mark) -> None:
         if mark.begin:
-            self._open_span = (mark.position, 0)
+            self._open_span = (mark.position, 0, 0)
         else:
-            offset, crc = self._open_span
-            self._spans.append((offset, mark.position - offset, crc))
+            offset, crc, length = self._open_span
+            self._spans.append((offset, length, crc))
+            self._crc.extend(crc, length)
             self._open_span = None
 
-    def _span_update(self, item: memoryview) -> None:
-        """Feeds the part of `item` (next at `self._crc.size`) inside the open span to its CRC."""
-        if self._open_span is not None:
-            offset, crc = self._open_span
-            skip = max(0, offset - self._crc.size)
-            if skip < item.nbytes:
-                self._open_span = (offset, zlib.crc32(item[skip:], crc))
+    def _checksum(self, item: memoryview) -> None:
+        """Feeds `item` to the file's CRC, but its part inside the open span to the span's CRC
+        alone: `_mark` adds the span's whole to the file's when it ends."""
+        if self._open_span is None:
+            self._crc.update(item)
+            return
+        offset, crc, length = self._open_span
+        before = min(max(0, offset - self._crc.size), item.nbytes)  # bytes of `item` before the span
+        if before:
+            self._crc.update(item[:before])
+        if before < item.nbytes:
+            self._open_span = (offset, zlib.crc32(item[before:], crc), length + item.nbytes - before)
 
 
 class _Aborted(Exception):

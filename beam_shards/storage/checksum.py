@@ -41,6 +41,60 @@ class Crc32:
         self.crc = zlib.crc32(chunk, self.crc)
         self.size += len(chunk)
 
+    def extend(self, crc: int, length: int) -> None:
+        """Adds the next `length` bytes, whose own CRC-32 is `crc`, without reading them again."""
+        self.crc = crc32_combine(self.crc, crc, length)
+        self.size += length
+
     def checksum(self) -> str:
         """The checksum of every chunk so far, as a manifest writes it."""
         return format_checksum(self.crc)
+
+
+def crc32_combine(first: int, second: int, length: int) -> int:
+    """The CRC-32 of bytes A + B from A's CRC-32 (`first`), B's (`second`) and B's `length`, as
+    zlib's `crc32_combine` (which Python's zlib does not offer): A's CRC times x^(8 * length)
+    modulo the polynomial, plus B's. A few hundred Python steps, whatever the length.
+
+    Example:
+        >>> crc32_combine(zlib.crc32(b"hello "), zlib.crc32(b"world"), 5) == zlib.crc32(b"hello world")
+        True
+    """
+    if length < 0:
+        raise ValueError(f"a length is >= 0; got {length}")
+    power, step = _ONE, 3  # x^(8 * length) = the product of x^(2^k) over the bits k of 8 * length
+    while length:
+        if length & 1:
+            power = _multiply(_POWERS[step % 32], power)
+        length >>= 1
+        step += 1
+    return _multiply(power, first) ^ second
+
+
+_POLYNOMIAL = 0xEDB88320  # CRC-32's, bits reflected: bit 31 is x^0
+_ONE = 1 << 31
+
+
+def _multiply(a: int, b: int) -> int:
+    """a * b modulo the CRC-32 polynomial, both reflected (zlib's `multmodp`)."""
+    product, bit = 0, _ONE
+    while bit:
+        if a & bit:
+            product ^= b
+            if not a & (bit - 1):
+                break
+        bit >>= 1
+        b = (b >> 1) ^ _POLYNOMIAL if b & 1 else b >> 1
+    return product
+
+
+def _powers() -> list[int]:
+    """x^(2^k) modulo the polynomial for k = 0 .. 31 (zlib's `x2n_table`)."""
+    powers, power = [], 1 << 30  # x^1
+    for _ in range(32):
+        powers.append(power)
+        power = _multiply(power, power)
+    return powers
+
+
+_POWERS = _powers()

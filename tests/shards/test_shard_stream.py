@@ -13,6 +13,7 @@ from test_writer import PAYLOAD, blob_rows
 
 from beam_shards import ShardWriter, WriterOptions
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
+from beam_shards.storage.checksum import crc32_combine
 
 
 class Recording(io.BytesIO):
@@ -63,6 +64,37 @@ def test_bytes_reach_the_file_in_order_on_another_thread_with_their_checksum():
     assert stream.result() == f"crc32:{zlib.crc32(whole):08x}" and stream.size == stream.tell() == len(whole)
     assert raw.getvalue() == whole and raw.closes == 1
     assert raw.threads == {"beam_shards-shard-stream"}
+
+
+@pytest.mark.timeout(60)
+def test_spans_and_the_whole_file_get_the_crcs_of_their_bytes_each_read_once():
+    """Spans begin inside a later piece or at its start and end with a piece; the file's CRC takes
+    each span's by combining (`crc32_combine`), and both are zlib's over the bytes written."""
+    raw = Recording()
+    stream = ShardStream(raw)
+    expected = []
+    for gap, pieces in [(0, [7]), (3, [1, 4096, 5]), (10, [70_000]), (0, [2, 2]), (5000, [1])]:
+        start = stream.tell() + gap
+        stream.begin_span(start)
+        written = [os.urandom(n) for n in ([gap + pieces[0]] if gap else [pieces[0]]) + pieces[1:]]
+        for piece in written:
+            stream.write(piece)
+        stream.end_span()
+        expected.append((start, stream.tell() - start))
+    stream.write(os.urandom(300))  # the footer: in no span
+    stream.finish()
+    checksum, whole = stream.result(), raw.getvalue()
+    assert checksum == f"crc32:{zlib.crc32(whole):08x}" and len(whole) == stream.size
+    assert stream.spans() == tuple((offset, length, zlib.crc32(whole[offset:offset + length]))
+                                   for offset, length in expected)
+
+
+def test_crc32_combine_is_zlibs_crc_of_the_bytes_joined():
+    for first, second in [(b"", b""), (b"a", b""), (b"", b"b"), (os.urandom(3), os.urandom(1 << 20)),
+                          (os.urandom(1000), os.urandom(12_345))]:
+        assert crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
+    with pytest.raises(ValueError, match="a length is >= 0; got -1"):
+        crc32_combine(0, 0, -1)
 
 
 @pytest.mark.timeout(60)
