@@ -21,6 +21,9 @@ setuptools.setup(
         "pillow>=10",
         # 3.20.1 and 3.20.3 open the lock file without following a link (CVE-2025-68146, CVE-2026-22701).
         "filelock>=3.20.3",
+        # zlib's CRC-32 with SIMD, ~10x zlib's: each record batch is checksummed when written and on
+        # its first read (beam_shards.storage.checksum).
+        "zlib-ng>=0.4",
     ],
     extras_require={
         # python -m pipelines.tfrecord checks TFRecord CRCs with it, at C speed.

@@ -17,10 +17,9 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import zlib
 from typing import Any, BinaryIO
 
-from beam_shards.storage.checksum import Crc32
+from beam_shards.storage.checksum import Crc32, crc32
 
 # Bytes queued and not yet written at most; a write waits for the thread past this.
 _DEFAULT_MAX_PENDING_BYTES = 16 << 20
@@ -225,7 +224,7 @@ class ShardStream:
         if before:
             self._crc.update(item[:before])
         if before < item.nbytes:
-            self._open_span = (offset, zlib.crc32(item[before:], crc), length + item.nbytes - before)
+            self._open_span = (offset, crc32(item[before:], crc), length + item.nbytes - before)
 
 
 class _Aborted(Exception):

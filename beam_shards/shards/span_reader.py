@@ -16,7 +16,6 @@ a batch read right after the one before it); the batch being read is asked for w
 from __future__ import annotations
 
 import mmap
-import zlib
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ from beam_shards.format.manifest import size_problem
 from beam_shards.format.table_files import BatchSpan
 from beam_shards.shards.shard_file import ShardFile
 from beam_shards.storage import fs
+from beam_shards.storage.checksum import crc32
 
 _PAGE = mmap.PAGESIZE
 
@@ -106,7 +106,7 @@ class SpanReader:
         span = self.spans[index]
         part = batch_part(index, span)
         data = self._bytes(index)
-        found = zlib.crc32(data)  # the first touch of a mapped batch: `_bytes` checked the file still holds it
+        found = crc32(data)  # the first touch of a mapped batch: `_bytes` checked the file still holds it
         if found != span.crc32 or data.size != span.length:
             raise DamagedBatchError(
                 f"{self._named()}: {part} has CRC-32 {found:08x} over {data.size} bytes, the shard table says "

@@ -7,6 +7,7 @@ _LAZY = {
     "CHECKSUM_PATTERN": "beam_shards.storage.checksum",
     "Crc32": "beam_shards.storage.checksum",
     "checksum_of": "beam_shards.storage.checksum",
+    "crc32": "beam_shards.storage.checksum",
     "DiskCache": "beam_shards.storage.disk_cache",
     "FileStat": "beam_shards.storage.folders",
     "delete_tree": "beam_shards.storage.folders",
@@ -40,7 +41,7 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
-    "access_error", "check_cache_path", "checksum_of", "CHECKSUM_PATTERN", "Crc32", "create", "create_if_absent",
+    "access_error", "check_cache_path", "checksum_of", "CHECKSUM_PATTERN", "Crc32", "crc32", "create", "create_if_absent",
     "create_new", "delete", "delete_tree", "DiskCache", "exists", "FileStat", "is_local", "is_memory_mapped", "join", "map_file",
     "mapped_size", "kind", "list_dir", "list_files", "local_path", "open_random_access", "open_read", "read_bytes", "remove_empty_dir",
     "rename", "sizes", "sync_dir", "walk", "write_bytes_atomic",

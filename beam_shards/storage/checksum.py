@@ -1,9 +1,14 @@
-"""The checksum of a shard file as manifests write it: `crc32:%08x` of zlib's CRC-32 over the whole file."""
+"""The checksum of a shard file as manifests write it: `crc32:%08x` of zlib's CRC-32 over the whole file;
+`crc32`, which computes it, and `crc32_combine`."""
 
 from __future__ import annotations
 
 import re
-import zlib
+
+# zlib's CRC-32 (same values, same signature), computed with SIMD: about 10x as fast as zlib's on
+# this project's machines (52 against 4 GB/s over 16 MiB), and it releases the GIL as zlib's does.
+# Every record batch is checksummed as it is written and again on its first touch by a reader.
+from zlib_ng.zlib_ng import crc32
 
 CHECKSUM_PATTERN = re.compile(r"crc32:[0-9a-f]{8}")
 """What a well-formed checksum looks like (use `fullmatch`)."""
@@ -38,7 +43,7 @@ class Crc32:
 
     def update(self, chunk: bytes) -> None:
         """Adds the next chunk."""
-        self.crc = zlib.crc32(chunk, self.crc)
+        self.crc = crc32(chunk, self.crc)
         self.size += len(chunk)
 
     def extend(self, crc: int, length: int) -> None:
@@ -57,7 +62,7 @@ def crc32_combine(first: int, second: int, length: int) -> int:
     modulo the polynomial, plus B's. A few hundred Python steps, whatever the length.
 
     Example:
-        >>> crc32_combine(zlib.crc32(b"hello "), zlib.crc32(b"world"), 5) == zlib.crc32(b"hello world")
+        >>> crc32_combine(crc32(b"hello "), crc32(b"world"), 5) == crc32(b"hello world")
         True
     """
     if length < 0:
