@@ -84,9 +84,9 @@ class ShardStream:
         self._changed = self._pending.changed
         self._error: BaseException | None = None
         self._crc = Crc32()
-        # The spans marked so far, (offset, length, CRC-32), and the one open: (offset, CRC and length so far).
+        # The spans marked so far, (offset, length, CRC-32), and the one open: (offset, CRC so far).
         self._spans: list[tuple[int, int, int]] = []
-        self._open_span: tuple[int, int, int] | None = None
+        self._open_span: tuple[int, int] | None = None
         self.size = 0
         self.closed = False
         self._thread = threading.Thread(target=self._run, name="beam_shards-shard-stream", daemon=True)
@@ -206,9 +206,10 @@ class ShardStream:
 
     def _mark(self, mark: _Mark) -> None:
         if mark.begin:
-            self._open_span = (mark.position, 0, 0)
+            self._open_span = (mark.position, 0)
         else:
-            offset, crc, length = self._open_span
+            offset, crc = self._open_span
+            length = mark.position - offset
             self._spans.append((offset, length, crc))
             self._crc.extend(crc, length)
             self._open_span = None
@@ -219,12 +220,13 @@ class ShardStream:
         if self._open_span is None:
             self._crc.update(item)
             return
-        offset, crc, length = self._open_span
-        before = min(max(0, offset - self._crc.size), item.nbytes)  # bytes of `item` before the span
+        offset, crc = self._open_span
+        # The file's CRC holds every byte before the span: what of `item` comes before it goes there.
+        before = min(max(0, offset - self._crc.size), item.nbytes)
         if before:
             self._crc.update(item[:before])
         if before < item.nbytes:
-            self._open_span = (offset, crc32(item[before:], crc), length + item.nbytes - before)
+            self._open_span = (offset, crc32(item[before:], crc))
 
 
 class _Aborted(Exception):
