@@ -138,7 +138,7 @@ class ShardedDataset:
 
     def __getitem__(self, index: int | slice | Sequence[int] | np.ndarray) -> Any:
         if type(index) is int and 0 <= index < len(self._indices):  # the common case, checked as it is
-            return self._read(int(self._indices[index]))
+            return self._read_position(index)
         if isinstance(index, slice):
             return self._view(self._indices[check_slice(index)])
         if isinstance(index, (int, np.integer)):
