@@ -1,8 +1,8 @@
 """The limit on what a write skips: `WriteToArrowShards(..., on_bad="skip", max_bad=...)`.
 
 The examples skipped (the sink's dead letters, and any the caller set aside before it)
-are combined into a count and the first few reasons, which the finalize step takes as
-a side input: when they are more than `max_bad` allows it raises `TooManyBadError`
+are combined into a count and the first few reasons (`count_skipped.CountSkippedFn`, or
+`skipped_of` in one process), which the finalize step takes as a side input: when they are more than `max_bad` allows it raises `TooManyBadError`
 before publishing, so nothing is published, on any runner (no Beam counter is read).
 The examples seen are those written plus those skipped, so no step counts the input.
 """
@@ -10,8 +10,6 @@ The examples seen are those written plus those skipped, so no step counts the in
 from __future__ import annotations
 
 from typing import Any, NamedTuple
-
-import apache_beam as beam
 
 from beam_shards.errors import TooManyBadError
 
@@ -49,23 +47,14 @@ def _in_key_order(items: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
         return sorted(items, key=lambda item: repr(item[0]))
 
 
-class CountSkippedFn(beam.CombineFn):
-    """Dead letters (`{"key", "reason", ...}` dicts) into a `Skipped`."""
+def skipped_of(letters: list[dict[str, Any]]) -> Skipped:
+    """The `Skipped` of dead letters (`{"key", "reason", ...}` dicts) all at hand."""
+    return Skipped(len(letters), first_reasons([(letter["key"], letter["reason"]) for letter in letters]))
 
-    def create_accumulator(self) -> Skipped:
-        return Skipped(0, [])
 
-    def add_input(self, accumulator: Skipped, letter: dict[str, Any]) -> Skipped:
-        first = _in_key_order(accumulator.first + [(letter["key"], letter["reason"])])[:FIRST_REASONS]
-        return Skipped(accumulator.count + 1, first)
-
-    def merge_accumulators(self, accumulators: Any) -> Skipped:
-        accumulators = list(accumulators)
-        first = _in_key_order([item for accumulator in accumulators for item in accumulator.first])
-        return Skipped(sum(accumulator.count for accumulator in accumulators), first[:FIRST_REASONS])
-
-    def extract_output(self, accumulator: Skipped) -> Skipped:
-        return accumulator
+def first_reasons(items: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """The first `FIRST_REASONS` of `(key, reason)` pairs, in key order."""
+    return _in_key_order(items)[:FIRST_REASONS]
 
 
 def check_skipped(skipped: Skipped, written: int, max_bad: int | float, path: str) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_shards.beam import counters, deferred
+from beam_shards.beam.staging import merge_bin
 from beam_shards.features import Features
 from beam_shards.format.layout import CacheLayout
-from beam_shards.shards.merge import file_overhead, merge_shards
+from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.versions.staging import staged_shards
 
 
 class _MergeBinFn(beam.DoFn):
@@ -32,16 +32,10 @@ class _MergeBinFn(beam.DoFn):
 
     def process(self, element: tuple[Any, ...], features: Features | None = None):
         write_id, spans, *rest = element
-        if len(spans) == 1 and isinstance(spans[0], WrittenShard):
-            yield (write_id, spans[0], *rest)
-            return
-        shards = [span if isinstance(span, WrittenShard) else span[0] for span in spans]
-        batches = [None if isinstance(span, WrittenShard) else span[1:] for span in spans]
-        attempt = self._layout.new_attempt(write_id)
-        merged: WrittenShard = merge_shards(shards, deferred.features_for(self._features, features),
-                                            staged_shards(attempt), self._options.compression,
-                                            self._options.column_types, batches)
-        self._merged.inc(len(shards))
+        merged = merge_bin(self._layout, write_id, spans, deferred.features_for(self._features, features),
+                           self._options)
+        if len(spans) > 1 or not isinstance(spans[0], WrittenShard):
+            self._merged.inc(len(spans))
         yield (write_id, merged, *rest)
 
 

@@ -4,7 +4,7 @@ The sink's default path stages shards per bundle, so rows land in whatever order
 arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replace it, and
 only file names and row ranges go through Beam's shuffles, never the examples:
 
-- runs: each bundle buffers its pairs, about `RUN_BYTES` at a time, sorts them by key
+- runs: each bundle buffers its pairs, about `ordered_steps.RUN_BYTES` at a time, sorts them by key
   and writes them with a `bundles.BundleWriter` into staged "run" shards that carry
   each row's key in one more column (`KEY_COLUMN`: `(key, row of its element)` in
   `keys`' plain encoding, never pickled, so a run shard planted in the staging cannot
@@ -28,7 +28,9 @@ only file names and row ranges go through Beam's shuffles, never the examples:
 - finalize publishes the shards sorted by order (`commit.publish(..., ordered=True)`).
 
 The same input thus gives the same rows, order and shard bytes on any runner, bundling or
-number of workers (the shard names carry the write id, so they differ). Every step writes
+number of workers (the shard names carry the write id, so they differ), and without a runner:
+this module holds the work of each step, without Beam; `ordered_steps` makes Beam steps of
+it, and `ordered_in_process` runs it all in one process. Every step writes
 into an attempt folder of its own, so a retried or repeated bundle never collides with
 another; the runs are removed with the write's staging folder when it is published.
 """
@@ -43,15 +45,11 @@ import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.pvalue import AsSingleton, TaggedOutput
-from apache_beam.transforms import window
 
-from beam_shards.beam.bundles import BAD_TAG, BundleWriter, WriteCounters, write_id_or_fallback
-from beam_shards.beam.ordered_bins import batch_bytes
-from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows, plain_key
+from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows
+from beam_shards.beam.staging import BundleWriter
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
 from beam_shards.features import RESERVED_PREFIX, Features, Value
@@ -62,8 +60,6 @@ from beam_shards.shards.writer_inputs import split_key
 
 # Rows of a chunk, in batches: a chunk is held in memory while it is sorted and written.
 _CHUNK_BATCHES = 8
-# About how many bytes of examples a bundle sorts at a time into one run.
-RUN_BYTES = 64 << 20
 KEY_COLUMN = RESERVED_PREFIX + "key__"
 Piece = tuple[WrittenShard, int, int]  # a run shard, the first row of a chunk in it, and its rows
 
@@ -106,17 +102,17 @@ def ranks(chunks: Iterable[Any]) -> dict[Any, int]:
     Raises:
       ValueError: chunk names of types that do not sort together (the keys must).
     """
-    return {chunk: rank for rank, chunk in enumerate(_sorted(set(chunks)))}
+    return {chunk: rank for rank, chunk in enumerate(sorted_keys(set(chunks)))}
 
 
-def _sorted(items: Iterable[Any], key: Any = None) -> list[Any]:
+def sorted_keys(items: Iterable[Any], key: Any = None) -> list[Any]:
     try:
         return sorted(items, key=key)
     except TypeError as error:
         raise ValueError(f"WriteToArrowShards(deterministic=True) needs keys of one sortable type: {error}") from None
 
 
-def _run_features(features: Features) -> Features:
+def run_features(features: Features) -> Features:
     """The features of a run shard: `features` and the key column."""
     if KEY_COLUMN in features:
         raise ValueError(f"{KEY_COLUMN!r} is the name a deterministic write keeps its keys under; rename that feature")
@@ -166,7 +162,7 @@ def _rows(example: Any) -> int:
     return example.table.num_rows if isinstance(example, EncodedRows) else getattr(example, "num_rows", 1)
 
 
-def _rough_nbytes(example: Any) -> int:
+def rough_nbytes(example: Any) -> int:
     """About how much memory an example holds (its top-level values), to bound a run."""
     if isinstance(example, EncodedRows):
         return example.table.nbytes
@@ -176,85 +172,6 @@ def _rough_nbytes(example: Any) -> int:
         return sum(getattr(value, "nbytes", None) or (len(value) if isinstance(value, (bytes, str)) else 8)
                    for value in example.values())
     return 8
-
-
-class WriteRunsFn(beam.DoFn):
-    """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
-    `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
-    letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
-    hold fails the bundle at once (`keys.plain_key`). `features` None: they are made when the
-    pipeline runs and come as a side input (the run writer is made at the first element)."""
-
-    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,
-                 on_bad: str = "fail", run_bytes: int | None = None):
-        self._path = path
-        self._features = None if features is None else _run_features(features)
-        self._options = run_options(options)
-        self._given_write_id = write_id
-        self._skip = on_bad == "skip"
-        self._chunk_rows = chunk_rows(options)
-        self._run_bytes = run_bytes or RUN_BYTES
-        self._counters = WriteCounters()
-
-    def setup(self) -> None:
-        self._write_id = self._given_write_id
-        self._runs = None if self._features is None else self._new_runs()
-
-    def _new_runs(self) -> BundleWriter:
-        return BundleWriter(self._path, self._features, self._options, self._skip, hidden=(KEY_COLUMN,))
-
-    def start_bundle(self) -> None:
-        self._pairs: list[tuple[Any, Any, Any]] = []  # (plain key, key as given, example)
-        self._pending_bytes = 0
-
-    def teardown(self) -> None:
-        if getattr(self, "_runs", None) is not None:
-            self._runs.discard()
-
-    def process(self, element: Any, write_id: Any, features: Features | None = None):
-        if self._write_id is None:
-            self._write_id = write_id_or_fallback(write_id)
-        if self._runs is None:
-            self._features = _run_features(features)
-            self._runs = self._new_runs()
-        key, example = keyed(element)
-        self._pairs.append((plain_key(key), key, example))
-        self._pending_bytes += _rough_nbytes(example)
-        if self._pending_bytes >= self._run_bytes:
-            yield from self._write_run()
-
-    def finish_bundle(self):
-        for output in self._write_run():
-            value = output.value if isinstance(output, TaggedOutput) else output
-            windowed = window.GlobalWindows.windowed_value(value)
-            yield TaggedOutput(output.tag, windowed) if isinstance(output, TaggedOutput) else windowed
-
-    def _write_run(self) -> Iterator[Any]:
-        """Sorts the buffered pairs and writes them as one run: its dead letters, then its pieces."""
-        pairs, self._pairs, self._pending_bytes = self._pairs, [], 0
-        if not pairs:
-            return
-        pairs = _sorted(pairs, key=operator.itemgetter(0))
-        self._runs.start(self._write_id)
-        dropped = False
-        for plain, key, example in pairs:
-            # Errors and dead letters name the key as given (the pipelines' keys print as the input they name).
-            self._runs.add(_with_key(example, plain, self._features), key)
-            for letter in self._counters.skipped(self._runs.take_letters()):
-                dropped = True
-                yield TaggedOutput(BAD_TAG, letter)
-        shards = self._runs.finish()
-        for letter in self._counters.skipped(self._runs.take_letters()):
-            dropped = True
-            yield TaggedOutput(BAD_TAG, letter)
-        if dropped:  # rows were left out: which, the runs' own key columns say
-            chunks = [chunk_of(key, self._chunk_rows) for shard in shards for key in _read_keys(shard, self._features,
-                                                                                                  self._options)]
-        else:
-            # One chunk an example: the rows of a batch share its key.
-            chunks = [chunk for plain, _, example in pairs
-                      for chunk in itertools.repeat(chunk_of(plain, self._chunk_rows), _rows(example))]
-        yield from _pieces(shards, chunks)
 
 
 def _pieces(shards: list[WrittenShard], chunks: list[Any]) -> Iterator[tuple[Any, Piece]]:
@@ -306,92 +223,62 @@ def in_key_order(table: pa.Table) -> pa.Table:
       CorruptCacheError: a stored key does not decode (naming its row in the chunk).
     """
     keys = _stored_keys(table.column(KEY_COLUMN).to_pylist(), "the chunk")
-    order = _sorted(range(len(keys)), key=keys.__getitem__)
+    order = sorted_keys(range(len(keys)), key=keys.__getitem__)
     if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
         rows = table.drop_columns([KEY_COLUMN]).to_pylist()
         # pickle.dumps only serializes the row's values into a sort key: nothing is ever unpickled.
-        order = _sorted(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
+        order = sorted_keys(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
     return table.take(order)
 
 
-def write_in_key_order(pairs: beam.PCollection, write_id: beam.PCollection, write_runs: WriteRunsFn,
-                       write_chunk: WriteChunkFn, features: tuple[Any, ...] = (),
-                       tags: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    """The deterministic write's steps before the merge: `(runs, written)`, where `runs[BAD_TAG]`
-    holds the dead letters and `written.shards` the chunks' shards tagged with their order
-    (`written[tag]` the other outputs of `write_chunk`, for each of `tags`).
 
-    `write_runs` takes the pairs with the write id as a side input and yields
-    `(chunk, piece)` (and dead letters tagged `BAD_TAG`); `write_chunk` takes
-    `(chunk, pieces)` with the write id and the chunk ranks as side inputs, and yields
-    `(write id, shard, order, batch bytes)` (`ordered_bins.batch_bytes`). Both take `features` too: the side input of features made
-    when the pipeline runs, if any (`deferred.side_inputs`).
+
+def write_run(runs: BundleWriter, pairs: list[tuple[Any, Any, Any]], write_id: str, features: Features,
+              options: WriterOptions, rows_per_chunk: int) -> Iterator[dict[str, Any] | tuple[Any, Piece]]:
+    """Writes `(plain key, key as given, example)` triples, sorted by plain key, as one run of write
+    `write_id` with `runs` (a `BundleWriter` of the run `features` and `options`): yields its dead
+    letters (dicts, as they come), then `(chunk, piece)` for each chunk of each run shard."""
+    pairs = sorted_keys(pairs, key=operator.itemgetter(0))
+    runs.start(write_id)
+    dropped = False
+    for plain, key, example in pairs:
+        # Errors and dead letters name the key as given (the pipelines' keys print as the input they name).
+        runs.add(_with_key(example, plain, features), key)
+        for letter in runs.take_letters():
+            dropped = True
+            yield letter
+    shards = runs.finish()
+    for letter in runs.take_letters():
+        dropped = True
+        yield letter
+    if dropped:  # rows were left out: which, the runs' own key columns say
+        chunks = [chunk_of(key, rows_per_chunk) for shard in shards for key in _read_keys(shard, features, options)]
+    else:
+        # One chunk an example: the rows of a batch share its key.
+        chunks = [chunk for plain, _, example in pairs
+                  for chunk in itertools.repeat(chunk_of(plain, rows_per_chunk), _rows(example))]
+    yield from _pieces(shards, chunks)
+
+
+def chunk_in_key_order(chunk: Any, pieces: list[Piece], features: Features, options: WriterOptions) -> pa.Table:
+    """The rows of `chunk`, read from the run shards `pieces` name and sorted by key, in the write's
+    `features` (the runs' are `run_features(features)`, their options `run_options(options)`).
+
+    Raises:
+      CorruptCacheError: a stored key does not decode (naming the chunk and its run shards).
     """
-    runs = pairs | "WriteRuns" >> beam.ParDo(write_runs, AsSingleton(write_id), *features).with_outputs(
-        BAD_TAG, main="pieces")
-    chunk_ranks = (runs.pieces
-                   | "ChunkNames" >> beam.Keys()
-                   | "DistinctChunks" >> beam.Distinct()
-                   | "ListChunks" >> beam.combiners.ToList()
-                   | "RankChunks" >> beam.Map(ranks))
-    written = (runs.pieces
-               | "GroupChunks" >> beam.GroupByKey()
-               | "WriteChunks" >> beam.ParDo(write_chunk, AsSingleton(write_id), AsSingleton(chunk_ranks),
-                                             *features).with_outputs(*tags, main="shards"))
-    return runs, written
+    pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
+    try:
+        table = in_key_order(pa.concat_tables([read_piece(piece, run_features(features), run_options(options))
+                                               for piece in pieces]))
+    except CorruptCacheError as error:
+        runs = ", ".join(sorted({piece[0].path for piece in pieces}))
+        raise CorruptCacheError(f"chunk {chunk!r}, read from run shards {runs}: {error}") from None
+    return pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns, schema=features.arrow_schema())
 
 
-class WriteChunkFn(beam.DoFn):
-    """Writes one chunk of a deterministic write (see `ordered`): its rows, read from the runs and
-    sorted by key, into staged shards tagged with their order `(chunk rank, shard index)` and the
-    bytes of each of their record batches (`ordered_bins.batch_bytes`, for the merge plan).
-    `features` None: they are made when the pipeline runs and come as a side input."""
-
-    def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None):
-        self._path = path
-        self._features = features
-        self._options = options
-        self._given_write_id = write_id
-        self._run_options = run_options(options)
-        self._counters = WriteCounters()
-
-    def setup(self) -> None:
-        self._write_id = self._given_write_id
-        self._chunk = None if self._features is None else self._use(self._features)
-
-    def _use(self, features: Features) -> BundleWriter:
-        """The chunk writer of `features` (and the features of the runs read)."""
-        self._features, self._runs = features, _run_features(features)
-        return BundleWriter(self._path, features, self._options)
-
-    def teardown(self) -> None:
-        if getattr(self, "_chunk", None) is not None:
-            self._chunk.discard()
-
-    def process(self, element: tuple[Any, list[Piece]], write_id: Any, chunk_ranks: dict[Any, int],
-                features: Features | None = None):
-        chunk, pieces = element
-        if self._write_id is None:
-            self._write_id = write_id_or_fallback(write_id)
-        if self._chunk is None:
-            self._chunk = self._use(features)
-        pieces = sorted(pieces, key=lambda piece: (piece[0].path, piece[1]))
-        try:
-            table = in_key_order(pa.concat_tables([read_piece(piece, self._runs, self._run_options)
-                                                   for piece in pieces]))
-        except CorruptCacheError as error:
-            runs = ", ".join(sorted({piece[0].path for piece in pieces}))
-            raise CorruptCacheError(f"chunk {chunk!r}, read from run shards {runs}: {error}") from None
-        rows = self._kept(pa.Table.from_arrays(table.drop_columns([KEY_COLUMN]).columns,
-                                               schema=self._features.arrow_schema()))
-        self._chunk.start(self._write_id)
-        self._chunk.add(EncodedRows(rows), None)
-        shards = self._chunk.finish()
-        self._counters.written(shards)
-        rank = chunk_ranks[chunk]
-        for index, shard in enumerate(shards):
-            yield self._write_id, shard, (rank, index), batch_bytes(shard)
-
-    def _kept(self, rows: pa.Table) -> pa.Table:
-        """The rows of a chunk, in key order, that it writes (a deduplicating write leaves some out)."""
-        return rows
+def write_chunk(writer: BundleWriter, write_id: str, rows: pa.Table) -> list[WrittenShard]:
+    """Writes a chunk's rows, in key order, into staged shards with `writer` (the write's features and options)."""
+    writer.start(write_id)
+    writer.add(EncodedRows(rows), None)
+    return writer.finish()

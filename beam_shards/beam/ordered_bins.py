@@ -24,13 +24,12 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from beam_shards.beam.staging import Span
 from beam_shards.shards.ipc_layout import FOOTER_BLOCK_BYTES
 from beam_shards.shards.merge import is_small
 from beam_shards.shards.options import WriterOptions, WrittenShard
 
 Order = tuple[int, ...]
-# A shard whole, or its batches [first, end): what a bin copies, in order.
-Span = WrittenShard | tuple[WrittenShard, int, int]
 
 
 def batch_bytes(shard: WrittenShard) -> tuple[int, ...]:

@@ -1,7 +1,7 @@
 """Deduplication of a deterministic write (`WriteToArrowShards(..., deterministic=True, dedup=...)`) on its
 chunks' staged shards: the first row of a digest in key order is kept, and only digests cross a shuffle.
 
-The chunk step (`ordered.WriteChunkFn`) holds a chunk's rows in key order before it writes them;
+The chunk step (`ordered_steps.WriteChunkFn`) holds a chunk's rows in key order before it writes them;
 `WriteChunkDedupFn` digests them there (`shards.row_digest`), leaves out each row of a digest
 an earlier row of the chunk has (counted in the `DROPPED_TAG` output), and makes a record of
 each row written: its digest, its place in key order (the chunk's rank, then its row in the
@@ -26,8 +26,8 @@ import pyarrow as pa
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms import window
 
-from beam_shards.beam.bundles import BundleWriter
-from beam_shards.beam.ordered import WriteChunkFn
+from beam_shards.beam.staging import BundleWriter
+from beam_shards.beam.ordered_steps import WriteChunkFn
 from beam_shards.beam.ordered_bins import batch_bytes
 from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, HeldRecords, check_columns, shard_reference
 from beam_shards.features import Features
@@ -90,7 +90,7 @@ class ChunkDigester:
 
 
 class WriteChunkDedupFn(WriteChunkFn):
-    """`ordered.WriteChunkFn` that leaves out a chunk's own duplicates, counted in the `DROPPED_TAG`
+    """`ordered_steps.WriteChunkFn` that leaves out a chunk's own duplicates, counted in the `DROPPED_TAG`
     output at the bundle's end, and sends the records of the rows written to the `DIGESTS_TAG`
     output (see the module), over `dedup` ("rows" or a list of columns)."""
 

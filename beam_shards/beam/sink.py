@@ -44,8 +44,9 @@ from apache_beam.pvalue import AsList, AsSingleton, EmptySideInput
 from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
-from beam_shards.beam import deferred, ordered, ordered_bins
-from beam_shards.beam.bad_limit import CountSkippedFn, check_max_bad, check_skipped
+from beam_shards.beam import deferred, ordered_bins, ordered_steps
+from beam_shards.beam.bad_limit import check_max_bad, check_skipped
+from beam_shards.beam.count_skipped import CountSkippedFn
 from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.ordered_dedup import ORDERED_RECORD, WriteChunkDedupFn, resized
@@ -331,13 +332,13 @@ class WriteToArrowShards(beam.PTransform):
         given_features, side = deferred.known(features), deferred.side_inputs(features)
         options = self._options
         if self._deterministic:
-            write_runs = ordered.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
+            write_runs = ordered_steps.WriteRunsFn(self._path, given_features, options, given, self._on_bad)
             if self._dedup is None:
-                write_chunk, tags = ordered.WriteChunkFn(self._path, given_features, options, given), ()
+                write_chunk, tags = ordered_steps.WriteChunkFn(self._path, given_features, options, given), ()
             else:
                 write_chunk = WriteChunkDedupFn(self._path, given_features, options, given, self._dedup)
                 tags = (DIGESTS_TAG, DROPPED_TAG)
-            runs, chunks = ordered.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side, tags)
+            runs, chunks = ordered_steps.write_in_key_order(pcoll, write_id, write_runs, write_chunk, side, tags)
             written, write_ids, dropped = chunks.shards, None, None
             if self._dedup is not None:
                 written, write_ids, dropped = (

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from beam_shards import EncodeError, Features, Value
-from beam_shards.beam.bundles import BundleWriter
+from beam_shards.beam.staging import BundleWriter
 from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.shards.options import WriterOptions
 

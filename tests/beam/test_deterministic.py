@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata
-from beam_shards.beam import ordered
+from beam_shards.beam import ordered, ordered_steps
 from beam_shards.beam.keys import encode_keyed_rows
 from beam_shards.read.backend import ArrowBackend
 from beam_shards.storage import read_bytes
@@ -70,18 +70,18 @@ def test_rows_are_in_key_order_and_shards_are_byte_identical_on_every_runner(tmp
 @pytest.mark.slow
 def test_many_small_runs_give_the_same_bytes_as_one(tmp_path, monkeypatch):
     pieces = []
-    real = ordered.WriteRunsFn._write_run
+    real = ordered_steps.WriteRunsFn._write_run
 
     def recording(self):
         for output in real(self):
             pieces.append(output)
             yield output
 
-    monkeypatch.setattr(ordered.WriteRunsFn, "_write_run", recording)
+    monkeypatch.setattr(ordered_steps.WriteRunsFn, "_write_run", recording)
     _write(str(tmp_path / "one_run"), [], 0)
     one_run = len({piece[1][0].path for piece in pieces})
     pieces.clear()
-    monkeypatch.setattr(ordered, "RUN_BYTES", 2_000)
+    monkeypatch.setattr(ordered_steps, "RUN_BYTES", 2_000)
     _write(str(tmp_path / "small_runs"), [], 1)
     runs = {piece[1][0].path for piece in pieces}
     chunks_in_several_runs = [chunk for chunk in {p[0] for p in pieces} if sum(p[0] == chunk for p in pieces) > 1]
@@ -92,13 +92,13 @@ def test_many_small_runs_give_the_same_bytes_as_one(tmp_path, monkeypatch):
 def count_chunks(monkeypatch) -> list:
     """The chunks written in this process, listed as `WriteChunkFn` writes them (a repeated bundle writes some twice)."""
     calls = []
-    real = ordered.WriteChunkFn.process
+    real = ordered_steps.WriteChunkFn.process
 
     def counting(self, element, *args):
         calls.append(element[0])
         yield from real(self, element, *args)
 
-    monkeypatch.setattr(ordered.WriteChunkFn, "process", counting)
+    monkeypatch.setattr(ordered_steps.WriteChunkFn, "process", counting)
     return calls
 
 

@@ -405,7 +405,7 @@ def _letters(folder) -> dict[int, list[str]]:
 def test_a_dead_letter_holds_a_repr_of_an_example_that_does_not_pickle():
     # A unit test: an element that does not pickle cannot reliably cross Beam's own
     # stage boundaries either, so a pipeline test of it fails or passes by fusion.
-    from beam_shards.beam.bundles import dead_letter
+    from beam_shards.beam.staging import dead_letter
 
     error = EncodeError("example 333, field 'label': not a class id")
     kept = dead_letter({"id": 7, "label": 99}, 7, error)

@@ -56,7 +56,7 @@ FAULT_SETTINGS = {"heartbeat": {"interval": 1000, "timeout": 8000},
 STAGED, MERGING, MOVED = "_staging/*/*/*.arrow", "MergeBins", "shard-*.arrow"
 STEPS = {"bundles": STAGED, "merge": MERGING, "finalize": MOVED}
 # Functions the workers delay (module:function), so that each step runs for seconds on a fast machine too.
-DELAYED = ("beam_shards.beam.merging:merge_shards", "beam_shards.versions.commit:_commit")
+DELAYED = ("beam_shards.beam.staging:merge_shards", "beam_shards.versions.commit:_commit")
 DELAY_SECONDS = 3.0
 
 

@@ -11,7 +11,8 @@ import apache_beam as beam
 import pytest
 
 from beam_shards import Features, TooManyBadError, Value, WriteToArrowShards, read_metadata
-from beam_shards.beam.bad_limit import CountSkippedFn, Skipped, check_skipped
+from beam_shards.beam.bad_limit import Skipped, check_skipped
+from beam_shards.beam.count_skipped import CountSkippedFn
 from beam_shards.format.layout import MANIFEST_NAME, STAGING_DIR
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, image_folder, jsonl

@@ -16,7 +16,8 @@ import pytest
 
 from beam_shards import Features, Value, WriterOptions, WriteToArrowShards, read_metadata, verify, write_shards
 from beam_shards.beam import sink
-from beam_shards.beam.bundles import BundleWriter, WriteBundleFn
+from beam_shards.beam.bundles import WriteBundleFn
+from beam_shards.beam.staging import BundleWriter
 from beam_shards.beam.sink import _FinalizeFn
 from beam_shards.format.layout import new_write_id
 from beam_shards.storage import fs

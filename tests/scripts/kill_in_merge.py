@@ -16,15 +16,15 @@ import sys
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [TESTS_DIR, os.path.join(TESTS_DIR, "shards")]  # the helpers, and test_merge
 
-from beam_shards.beam import bundles  # noqa: E402
+from beam_shards.beam import staging  # noqa: E402
 from beam_shards.shards.writer import ShardWriter  # noqa: E402
 
 import test_merge  # noqa: E402
 
 
 def main(path: str, kill_after: int) -> None:
-    real = bundles.ShardWriter
-    bundles.ShardWriter = lambda features, open_shard, options, *rest: real(
+    real = staging.ShardWriter
+    staging.ShardWriter = lambda features, open_shard, options, *rest: real(
         features, open_shard, dataclasses.replace(options, shard_size_bytes=5_000), *rest)
     original = ShardWriter.write_batch
     copied = []

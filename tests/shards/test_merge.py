@@ -15,7 +15,7 @@ import apache_beam as beam
 import pytest
 
 from beam_shards import Features, Value, WriteToArrowShards, read_metadata, verify, write_shards
-from beam_shards.beam import bundles
+from beam_shards.beam import staging
 from beam_shards.cli.commands import main
 from beam_shards.errors import PublishError
 from beam_shards.format.catalog import list_versions
@@ -136,9 +136,9 @@ def _stage_small_shards(monkeypatch, staged_size: int | None) -> list[int]:
     """Makes bundles stage shards of `staged_size` bytes (None: as they would), as many small
     bundles would (runners in this process put a whole small input in few bundles); returns a
     list that grows by one per record batch a merge copies."""
-    real = bundles.ShardWriter
+    real = staging.ShardWriter
     if staged_size is not None:
-        monkeypatch.setattr(bundles, "ShardWriter", lambda features, open_shard, options, *rest: real(
+        monkeypatch.setattr(staging, "ShardWriter", lambda features, open_shard, options, *rest: real(
             features, open_shard, dataclasses.replace(options, shard_size_bytes=staged_size), *rest))
     copied = []
     original = ShardWriter.write_batch
