@@ -1,4 +1,5 @@
-"""The Apache Beam transforms: the sink, the source and their counters."""
+"""The Apache Beam transforms: the sink, the source and their counters; and the sink's deterministic
+write run in one process, without Beam (`write_in_process`)."""
 
 from beam_shards.lazy import lazy_names
 
@@ -11,6 +12,8 @@ _LAZY = {
     "WriteToArrowShards": "beam_shards.beam.sink",
     "ReadAllFromArrowShards": "beam_shards.beam.source",
     "ReadFromArrowShards": "beam_shards.beam.source",
+    "write_in_process": "beam_shards.beam.ordered_in_process",
+    "WrittenInProcess": "beam_shards.beam.ordered_in_process",
 }
 
 # Importing a module of this part imports this face first: keep apache_beam out of the CLI's imports.
@@ -18,5 +21,5 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BAD_INPUTS", "CheckFeatures", "drop_known_noise", "NAMESPACE", "quiet_beam", "ReadAllFromArrowShards",
-    "ReadFromArrowShards", "WriteToArrowShards",
+    "ReadFromArrowShards", "WriteToArrowShards", "write_in_process", "WrittenInProcess",
 ]

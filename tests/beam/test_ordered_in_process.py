@@ -1,0 +1,104 @@
+"""The deterministic write in one process (`ordered_in_process`) writes the shard bytes of
+WriteToArrowShards(deterministic=True), skips and counts what the sink skips, and imports no Beam."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import apache_beam as beam
+import pyarrow as pa
+import pytest
+
+from beam_shards import EncodeError, Features, TooManyBadError, Value, WriteToArrowShards, read_metadata
+from beam_shards.beam import ordered_in_process
+from beam_shards.beam.ordered_in_process import write_in_process
+from beam_shards.shards import EncodedRows, WriterOptions
+
+from _support import options
+from test_deterministic import FEATURES, _pairs, shard_digests
+
+pytestmark = pytest.mark.timeout(300)
+
+WRITE = {"shard_size_bytes": 20_000, "batch_size": 64}
+
+
+def _with_bad_and_batches(seed: int) -> list:
+    """`_pairs` with a few rows that do not fit, and some rows as encoded batches (as the pipelines give them)."""
+    pairs = _pairs(seed)
+    pairs += [((f"file-{f}", 1000 + f), {"file": f"file-{f}", "position": "not a number", "text": "bad"})
+              for f in range(3)]
+    batch = pa.table({"file": ["file-9"] * 300, "position": list(range(300)), "text": ["y" * 40] * 300})
+    pairs.append((("file-9", 0), EncodedRows(FEATURES.encode_batch(batch))))
+    return pairs
+
+
+def _beam_write(path: str, pairs: list, **kwargs) -> None:
+    with beam.Pipeline(options=options()) as p:
+        _ = (p | beam.Create(pairs, reshuffle=True)
+             | WriteToArrowShards(path, FEATURES, deterministic=True, **WRITE, **kwargs))
+
+
+def test_the_same_shard_bytes_as_the_sink_on_a_runner_bad_rows_skipped_alike(tmp_path):
+    beam_path, local_path = str(tmp_path / "beam"), str(tmp_path / "local")
+    _beam_write(beam_path, _with_bad_and_batches(0), on_bad="skip", max_bad=10)
+    written = write_in_process(_with_bad_and_batches(1), local_path, FEATURES, WriterOptions(**WRITE), on_bad="skip",
+                               max_bad=10)
+    assert len(shard_digests(beam_path)) > 3, "the test should span several shards"
+    assert shard_digests(local_path) == shard_digests(beam_path)
+    assert sorted(letter["key"] for letter in written.letters) == [("file-0", 1000), ("file-1", 1001),
+                                                                     ("file-2", 1002)]
+    assert read_metadata(local_path).metadata["bad_inputs"] == read_metadata(beam_path).metadata["bad_inputs"]
+    assert not os.path.exists(os.path.join(local_path, "_staging"))
+
+
+def test_a_bad_row_fails_the_write_naming_its_key_and_publishes_nothing(tmp_path):
+    path = str(tmp_path / "cache")
+    with pytest.raises(EncodeError, match=r"example \('file-0', 1000\), field 'position'"):
+        write_in_process(_with_bad_and_batches(0), path, FEATURES, WriterOptions(**WRITE))
+    assert not os.path.exists(os.path.join(path, "_metadata.json"))
+    assert not os.path.exists(os.path.join(path, "_staging")) or not os.listdir(os.path.join(path, "_staging"))
+
+
+def test_more_bad_rows_than_max_bad_publish_nothing(tmp_path):
+    path = str(tmp_path / "cache")
+    set_aside = [{"key": ("file-0", 5000), "reason": "cannot be parsed"}]
+    with pytest.raises(TooManyBadError, match="4 bad input"):
+        write_in_process(_with_bad_and_batches(0), path, FEATURES, WriterOptions(**WRITE), on_bad="skip", max_bad=3,
+                         set_aside=set_aside)
+    assert not os.path.exists(os.path.join(path, "_metadata.json"))
+
+
+def test_it_imports_no_beam(tmp_path):
+    script = ("import sys\n"
+              "from beam_shards import Features, Value\n"
+              "from beam_shards.beam.ordered_in_process import write_in_process\n"
+              "from beam_shards.shards import WriterOptions\n"
+              "pairs = [(('f', i), {'x': i}) for i in range(100)]\n"
+              f"written = write_in_process(pairs, {str(tmp_path / 'cache')!r}, Features({{'x': Value('int64')}}),"
+              " WriterOptions())\n"
+              "assert written.manifest.num_rows == 100\n"
+              "print(sorted(name for name in sys.modules if name.split('.')[0] == 'apache_beam'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_encoded_batches_under_keys_of_their_own_skip_the_run_and_give_the_same_bytes(tmp_path, monkeypatch):
+    def batches(seed: int) -> list:
+        pairs = [((f"file-{f}", first), EncodedRows(FEATURES.encode_batch(pa.table({
+            "file": [f"file-{f}"] * 50, "position": list(range(first, first + 50)),
+            "text": ["z" * (i % 61) for i in range(first, first + 50)]}))))
+            for f in range(2) for first in range(0, 1500, 50)]
+        random.Random(seed).shuffle(pairs)
+        return pairs
+
+    beam_path, local_path = str(tmp_path / "beam"), str(tmp_path / "local")
+    _beam_write(beam_path, batches(0))
+    runs = []
+    monkeypatch.setattr(ordered_in_process, "write_run", lambda *args: runs.append(args) or iter(()))
+    write_in_process(batches(1), local_path, FEATURES, WriterOptions(**WRITE))
+    assert not runs, "the run should have been skipped"
+    assert len(shard_digests(beam_path)) > 3 and shard_digests(local_path) == shard_digests(beam_path)
