@@ -26,7 +26,7 @@ from beam_shards.storage import fs
 from pipelines.bad_inputs import Malformed
 from pipelines.raw_batches import RawBatch, ReadRows, rows_again
 from pipelines.where import Where
-from pipelines.write import Rows
+from pipelines.rows import Rows
 
 # A format's raw row and the features, null tokens to the example dict; raises ValueError naming the column.
 ToExample = Callable[[Any, Features, NullTokens], dict[str, Any]]

@@ -4,7 +4,7 @@ Importing Beam and the pipelines takes seconds; `--help`, a missing flag or a ma
 value need none of it. A pipeline module whose parser builds without Beam calls `launch`
 (`index_file_entry` for csv and jsonl) when run as `__main__`, before its other imports:
 the parser answers those alone, and only a command line it takes goes on to import the
-module by its name and run it (`running.run_script`).
+module by its name and run it (`shell.run_script`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def index_file_entry(name: str, description: str, example_file: str, *, text: bo
 
 def launch(module_name: str, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
     """Reads the process arguments with `build_parser()` (printing `--help`, or a usage error, and
-    exiting), then runs the module `module_name` as `running.run_script` does, and exits."""
+    exiting), then runs the module `module_name` as `shell.run_script` does, and exits."""
     build_parser().parse_known_args()
-    from pipelines.running import run_script
+    from pipelines.shell import run_script
 
     run_script(module_name)

@@ -8,10 +8,11 @@
   append's cache), so class ids stay the same across splits and versions.
 - `bad_inputs`: `Malformed`, which a reader yields for an input it cannot parse, and
   `BadInputError`, which such an input raises without `--skip_bad`.
-- `write`: `write_cache`, which checks `(where, example)` pairs (an example may be `Rows`
-  of several) and hands them to the sink.
-- `running`: `Conversion`, what a pipeline plans from its flags, `run_conversion`,
-  `run_conversions` (several in one Beam job), and `main`/`run_script` for the command line.
+- `rows`: `Rows`, several examples in Arrow form in the `(where, example)` stream.
+- `write`: `write_cache`, which checks `(where, example)` pairs and hands them to the sink.
+- `running`: `Conversion`, what a pipeline plans from its flags, `run_conversion` and
+  `run_conversions` (several in one Beam job).
+- `shell`: `main`/`run_script`, the command line around a pipeline's `run`.
 - `report`: what a pipeline prints once its cache is published.
 
 A pipeline module builds an argument parser with `make_parser`, reads its flags with
@@ -21,12 +22,21 @@ its order (input file, then position), and every error names the input by it
 ("data.csv, line 7").
 """
 
-from pipelines.bad_inputs import BadInputError, Malformed
-from pipelines.flags import IMAGE_EXTENSIONS, input_files, input_uri, load_features, make_parser, parse_args
-from pipelines.inference import class_label_of_values, given_features, infer_from_rows, inferring
-from pipelines.report import report
-from pipelines.running import Conversion, main, run_conversion, run_conversions, run_script
-from pipelines.write import Rows, write_cache
+from beam_shards.lazy import lazy_names
+
+# Lazy, as the package's faces are: a conversion that runs without Beam (`tabular_local`) never imports it.
+_LAZY = {
+    "BadInputError": "pipelines.bad_inputs", "Malformed": "pipelines.bad_inputs",
+    "IMAGE_EXTENSIONS": "pipelines.flags", "input_files": "pipelines.flags", "input_uri": "pipelines.flags",
+    "load_features": "pipelines.flags", "make_parser": "pipelines.flags", "parse_args": "pipelines.flags",
+    "class_label_of_values": "pipelines.inference", "given_features": "pipelines.inference",
+    "infer_from_rows": "pipelines.inference", "inferring": "pipelines.inference",
+    "report": "pipelines.report", "Rows": "pipelines.rows",
+    "Conversion": "pipelines.running", "run_conversion": "pipelines.running", "run_conversions": "pipelines.running",
+    "main": "pipelines.shell", "run_script": "pipelines.shell",
+    "write_cache": "pipelines.write",
+}
+__getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "BadInputError", "Conversion", "IMAGE_EXTENSIONS", "Malformed", "Rows", "class_label_of_values", "given_features",

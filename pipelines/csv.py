@@ -31,12 +31,13 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from beam_shards import Manifest
 from beam_shards.display import few, short_repr
 from beam_shards.features import (Array, ClassLabel, Feature, Features, Image, Sequence as SequenceFeature, Struct, Value,
                                   Video, temporal_type)
 from beam_shards.features import Json
 from beam_shards.inference import NullTokens
-from pipelines import common, lines, nesting, raw_batches, tabular
+from pipelines import common, lines, nesting, raw_batches, tabular, tabular_local
 from pipelines.cast_batches import conform
 
 # A line of text and its line break: "\r\n", "\n" or a lone "\r".
@@ -220,5 +221,15 @@ def to_example(row: dict[str, str], features: Features, null_tokens: NullTokens 
 FORMAT = tabular.TabularFormat("csv", read_rows, to_example, parse_chunk, build_parser, text=True)
 
 
-plan = FORMAT.plan
-run = FORMAT.run
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The conversion the command-line flags `argv` ask for, on Beam, ready to run (`common.run_conversions`)."""
+    from pipelines.tabular_beam import plan as plan_on_beam
+
+    return plan_on_beam(FORMAT, argv)
+
+
+def run(argv: Sequence[str] | None = None) -> Manifest:
+    """Runs the pipeline with command-line flags `argv` (in this process when small, `tabular_local`);
+    returns the published manifest."""
+    return tabular_local.run(FORMAT, argv)

@@ -46,6 +46,12 @@ to use N processes). The same command runs on Dataflow or Flink with their flags
 A local --output needs every worker on this machine (a local runner, or LOOPBACK);
 with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 """
+_IN_PROCESS_HELP = """\
+Given no Beam flag at all, a conversion of local files of 64 MiB or less together into a
+local --output runs in this process without starting Beam: the same checks, errors, rows
+and shard bytes, in a fraction of the time. Any Beam flag (--runner=FnApiRunner too),
+--dedup, or larger or remote inputs run it on Beam.
+"""
 
 
 def make_parser(name: str, description: str, *, default_output: str | None = None,
@@ -104,6 +110,7 @@ def make_parser(name: str, description: str, *, default_output: str | None = Non
 def index_file_parser(name: str, description: str, example_file: str, text: bool) -> argparse.ArgumentParser:
     """The parser of an index-file pipeline (csv, jsonl): the common flags and its own; `text`: CSV's cells."""
     parser = make_parser(name, description)
+    parser.epilog += _IN_PROCESS_HELP
     parser.add_argument("--input", required=True, metavar="PATTERN",
                         help="the index file (CSV or JSON Lines), or a glob pattern of several (local, gs://...), "
                              f"like {example_file}")
@@ -158,7 +165,31 @@ def max_bad_flag(text: str) -> int | float:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace,
                                                                                      PipelineOptions]:
-    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default).
+    """This pipeline's flags, and `PipelineOptions` from all the others (FnApiRunner by default)."""
+    args, beam_args = read_flags(parser, argv)
+    return args, beam_options(parser, args, beam_args)
+
+
+def read_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """This pipeline's flags, and the others as given, for Beam's `PipelineOptions` (`beam_options`);
+    no Beam is imported."""
+    args, beam_args = parser.parse_known_args(argv)
+    args.compression = None if args.compression == "none" else args.compression
+    if args.max_bad is None:
+        args.max_bad = DEFAULT_MAX_BAD
+    else:
+        args.skip_bad = True
+    if hasattr(args, "classes_from"):
+        try:
+            resolve_class_flags(args)
+        except ValueError as error:
+            parser.error(str(error))
+    return args, beam_args
+
+
+def beam_options(parser: argparse.ArgumentParser, args: argparse.Namespace, beam_args: list[str]) -> PipelineOptions:
+    """`PipelineOptions` of the flags `read_flags` left for Beam (FnApiRunner by default); exits with a usage
+    error for a runner or flag Beam does not know, or a local `--output` the runner's workers cannot share.
 
     The runner is resolved first: a runner named by its dotted path is imported, so the
     flags of the options its module defines (DaskRunner's `--dask_client_address`, say)
@@ -168,7 +199,6 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
 
     from pipelines.runners import local_output_problem, unknown_runner_problem
 
-    args, beam_args = parser.parse_known_args(argv)
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
     if standard.runner is None:
@@ -184,20 +214,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> t
         nearest = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
         parser.error(f"unrecognized argument {unknown[0]}" + (f"; did you mean {nearest[0]}?" if nearest else
                                                                " (not a flag of this pipeline or of Beam)"))
-    args.compression = None if args.compression == "none" else args.compression
-    if args.max_bad is None:
-        args.max_bad = DEFAULT_MAX_BAD
-    else:
-        args.skip_bad = True
-    if hasattr(args, "classes_from"):
-        try:
-            resolve_class_flags(args)
-        except ValueError as error:
-            parser.error(str(error))
     problem = local_output_problem(args.output, options)
     if problem:
         parser.error(problem)
-    return args, options
+    return options
 
 
 def _beam_flags() -> frozenset[str]:

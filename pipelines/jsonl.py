@@ -19,17 +19,18 @@ build_parser = command.index_file_entry(
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from beam_shards import Manifest
 from beam_shards.features import Features
 from beam_shards.format import MAX_DEPTH, json_text_depth
 from beam_shards.inference import NullTokens
-from pipelines import common, lines, nesting, tabular
+from pipelines import common, lines, nesting, tabular, tabular_local
 from pipelines.cast_batches import conform_row
 
 # 19 digits in a row: a number an int64 may not hold (or text that looks like one).
@@ -123,5 +124,15 @@ def to_example(row: dict[str, Any], features: Features, null_tokens: NullTokens 
 FORMAT = tabular.TabularFormat("jsonl", read_rows, to_example, parse_chunk, build_parser)
 
 
-plan = FORMAT.plan
-run = FORMAT.run
+
+def plan(argv: Sequence[str] | None = None) -> common.Conversion:
+    """The conversion the command-line flags `argv` ask for, on Beam, ready to run (`common.run_conversions`)."""
+    from pipelines.tabular_beam import plan as plan_on_beam
+
+    return plan_on_beam(FORMAT, argv)
+
+
+def run(argv: Sequence[str] | None = None) -> Manifest:
+    """Runs the pipeline with command-line flags `argv` (in this process when small, `tabular_local`);
+    returns the published manifest."""
+    return tabular_local.run(FORMAT, argv)

@@ -12,19 +12,17 @@ fit goes row by row, so a bad row is named by file, line and column.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
 
-import apache_beam as beam
-
-from beam_shards import FeatureError, Features, Manifest
+from beam_shards import FeatureError, Features
 from beam_shards.inference import DEFAULT_IMAGE_COLUMN, NullTokens, merge as merge_kinds
 from beam_shards.terminal import say
-from pipelines import classes, common
-from pipelines.cast_batches import ToExample, examples, parent, resolve_paths
+from pipelines import classes
+from pipelines.flags import input_files
+from pipelines.inference import given_features, inferring
+from pipelines.cast_batches import ToExample, parent, resolve_paths
 from pipelines.opening import open_input
 from pipelines.raw_batches import ParseChunk, RawBatch, ReadRows, read_file
-from pipelines.running import without_beam_step
 from pipelines.summaries import Summarizer, Summary, first_rows, merge, one_column
 
 __all__ = ["DEFAULT_IMAGE_COLUMN", "TabularFormat", "open_input", "parent", "resolve_paths"]
@@ -71,14 +69,6 @@ class TabularFormat:
             empty = not handle.read(1 << 16).strip()
         return f"{files[0]} is empty" if empty else f"{files[0]} holds no row after its header"
 
-    def run(self, argv: Sequence[str] | None = None) -> Manifest:
-        """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
-        return common.run_conversion(self.plan(argv))
-
-    def plan(self, argv: Sequence[str] | None = None) -> common.Conversion:
-        """The conversion the command-line flags `argv` ask for, ready to run."""
-        return plan(self, self.build_parser(), argv)
-
     def __repr__(self) -> str:
         return f"TabularFormat({self.name!r})"
 
@@ -124,51 +114,6 @@ def features_of_summary(summary: Summary, tabular: TabularFormat, files: list[st
     return summarize.features(summary)
 
 
-class _CastFn(beam.DoFn):
-    """Casts each raw batch to the features: `(where, Rows or example or Malformed)` pairs."""
-
-    def __init__(self, tabular: TabularFormat, null_tokens: NullTokens):
-        self._format = tabular
-        self._tokens = null_tokens
-
-    def process(self, batch: RawBatch, features: Features) -> Iterator[tuple[Any, Any]]:
-        yield from examples(batch, features, self._format.read_rows, self._format.to_example, self._tokens,
-                            self._format.text)
-
-
-class _SummarizeFn(beam.CombineFn):
-    """Merges the summaries of raw batches into the summary of every row."""
-
-    def __init__(self, summarize: Summarizer):
-        self._summarize = summarize
-
-    def create_accumulator(self) -> Summary:
-        return Summary()
-
-    def add_input(self, summary: Summary, batch: RawBatch) -> Summary:
-        return merge(summary, self._summarize(batch))
-
-    def merge_accumulators(self, accumulators: Iterable[Summary]) -> Summary:
-        merged = Summary()
-        for summary in accumulators:
-            merged = merge(merged, summary)
-        return merged
-
-    def extract_output(self, summary: Summary) -> Summary:
-        return summary
-
-
-def _features(summary: Summary, tabular: TabularFormat, files: list[str], summarize: Summarizer) -> Features:
-    """The features of the combined summary; the columns that widened are named on standard
-    output (where the step runs: this terminal, on a local run), as the run's summary is."""
-    try:
-        features, widened = features_of_summary(summary, tabular, files, summarize)
-    except FeatureError as error:
-        raise InferenceError(str(error)) from None
-    say_widened(widened)
-    return features
-
-
 class InferenceError(FeatureError):
     """The features could not be inferred as the pipeline ran (a usage error, as before a run)."""
 
@@ -179,39 +124,24 @@ def say_widened(widened: list[str]) -> None:
         say(f"Widened column {line}")
 
 
-def plan(tabular: TabularFormat, parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> common.Conversion:
-    """The conversion of the index-file pipeline of `tabular` with command-line flags `argv`.
-
-    Without `--features` or `--infer_rows`, the features are a Beam combine of the summaries
-    of the raw batches the cast reads too: every row is read once.
-    """
-    args, options = common.parse_args(parser, argv)
-    files = common.input_files(parser, args.input)
-    with common.inferring(parser, files):
+def before_reading(tabular: TabularFormat, parser: argparse.ArgumentParser,
+                   args: argparse.Namespace) -> tuple[list[str], Summarizer, Features | None]:
+    """What a run of `tabular` with `args` knows before it reads the rows: its input files, how it
+    sums up raw batches, and its features when they are given (`--features`) or come from the
+    first `--infer_rows` rows (None: they come from every row, as the rows are read). Exits
+    with a usage error for flags or inputs that cannot be used."""
+    files = input_files(parser, args.input)
+    with inferring(parser, files):
         summarize = summarizer_of(tabular, args)
-    features = common.given_features(parser, args)
+    features = given_features(parser, args)
     if features is None and args.infer_rows is not None:
-        with common.inferring(parser, files):
+        with inferring(parser, files):
             features, widened = features_of_summary(summary_of_files(tabular, files, summarize, args.infer_rows),
                                                     tabular, files, summarize)
         say_widened(widened)
+    return files, summarize, features
 
-    def read(pipeline: beam.Pipeline) -> Any:
-        batches = (pipeline
-                   | "IndexFiles" >> beam.Create(files)
-                   | "ReadBatches" >> beam.FlatMap(tabular.read_file)
-                   | "Spread" >> beam.Reshuffle())
-        cast = _CastFn(tabular, summarize.null_tokens)
-        if features is not None:
-            return batches | "Cast" >> beam.ParDo(cast, features)
-        made = (batches
-                | "Summarize" >> beam.CombineGlobally(_SummarizeFn(summarize))
-                | "Features" >> beam.Map(_features, tabular, files, summarize))
-        return batches | "Cast" >> beam.ParDo(cast, beam.pvalue.AsSingleton(made)), made
 
-    def explain(error: Exception) -> None:
-        if features is None and isinstance(error, InferenceError):  # Beam names its step in the message
-            with common.inferring(parser, files):
-                raise FeatureError(without_beam_step(str(error))) from None
-
-    return common.Conversion(options, args, read, features, {"pipeline": tabular.name, "input": args.input}, explain)
+def metadata_of(tabular: TabularFormat, args: argparse.Namespace) -> dict[str, str]:
+    """What the version a run of `tabular` with `args` publishes records of it."""
+    return {"pipeline": tabular.name, "input": args.input}

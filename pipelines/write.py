@@ -1,58 +1,27 @@
 """The write of every pipeline: `(where, example)` pairs checked, then handed to the sink.
 
-An example may stand for several (`Rows`, in Arrow form) or for an input that could not
+An example may stand for several (`rows.Rows`, in Arrow form) or for an input that could not
 be parsed (`bad_inputs.Malformed`). Each is fully read before the sink sees it, and
-encoded once (by the sink, or for `Rows` here), so the published cache never holds part
-of one.
+encoded once (by the sink, or for `Rows` by `rows.checked`), so the published cache never
+holds part of one.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
-import pyarrow as pa
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from beam_shards import Features, WriteToArrowShards
 from beam_shards.beam import CheckFeatures, counters
 from beam_shards.progress import Tally
-from beam_shards.shards import EncodedRows
-from pipelines.bad_inputs import BAD, BadInputError, Malformed, bad_input, record_bad_inputs
+from pipelines.bad_inputs import BAD, bad_input, record_bad_inputs
 from pipelines.flags import dedup_flag
+from pipelines.rows import Rows, SetAside, checked
 from pipelines.where import Where
-
-
-class Rows:
-    """Stands for several examples at once in the `(where, example)` stream: rows in Arrow form.
-
-    `write_cache` checks the columns against the features all at once
-    (`Features.encode_batch`) and hands them to the sink whole, encoded, so the sink
-    does not check them again. When they do not fit, the rows from `one_by_one()` go
-    to the sink one at a time instead, so a bad row is named, and with `--skip_bad`
-    skipped alone.
-
-    Example:
-        >>> import pyarrow as pa
-        >>> Rows(pa.table({"n": [1, 2]}), lambda: iter([(Where("f", 0), {"n": 1}), (Where("f", 1), {"n": 2})]))
-        Rows(2 rows)
-
-    Args:
-      table: a pyarrow Table or RecordBatch with a column per feature.
-      one_by_one: returns an iterator of the same rows as `(where, example)` pairs; it
-        must pickle (a module-level function or a `functools.partial` of one), since
-        Beam may ship a `Rows` between workers.
-    """
-
-    def __init__(self, table: pa.Table | pa.RecordBatch, one_by_one: Callable[[], Iterator[tuple[Where, Any]]]):
-        self.table = table
-        self.one_by_one = one_by_one
-
-    def __repr__(self) -> str:
-        return f"Rows({self.table.num_rows} rows)"
 
 
 class _CheckFn(beam.DoFn):
@@ -81,25 +50,12 @@ class _CheckFn(beam.DoFn):
         if self._tally is not None:
             example = element[1]
             self._tally.add(example.table.num_rows if isinstance(example, Rows) else 1)
-        yield from self._check(element, self._features if features is None else features)
-
-    def _check(self, element: tuple[Where, Any], features: Features):
-        where, example = element
-        if isinstance(example, Rows):
-            table, rows = features.encode_batch_or_rows(example.table, where, example.one_by_one)
-            if table is not None:
-                yield where, EncodedRows(table)
-            for item in rows:
-                yield from self._check(item, features)
-            return
-        if not isinstance(example, Malformed):
-            yield element
-            return
-        error = BadInputError(f"{where}: {example.reason}")
-        if not self._skip_bad:
-            raise error
-        self._bad.inc()
-        yield TaggedOutput(BAD, bad_input(where, error))
+        for item in checked(element, self._features if features is None else features, self._skip_bad):
+            if isinstance(item, SetAside):
+                self._bad.inc()
+                yield TaggedOutput(BAD, item.record)
+            else:
+                yield item
 
 
 def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: Features | beam.PCollection,

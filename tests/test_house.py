@@ -28,12 +28,13 @@ FLOORS = {
 PIPELINE_FLOORS = {
     "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "classes": 0, "opening": 0,
     "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1,
-    "write": 2, "inference": 2, "raw_batches": 2,
-    "running": 3, "cast_batches": 3, "summaries": 3,
-    "common": 4, "command": 4,
-    "tabular": 5, "tfrecord_io": 5, "image_folder": 5, "demo": 5,
-    "csv": 6, "jsonl": 6, "parquet": 6, "tfrecord": 6,
-    "infer": 7,
+    "rows": 2, "inference": 2, "raw_batches": 2, "shell": 2,
+    "write": 3, "cast_batches": 3, "summaries": 3, "command": 3,
+    "running": 4, "tabular": 4,
+    "common": 5, "tabular_beam": 5,
+    "tabular_local": 6, "tfrecord_io": 6, "image_folder": 6, "demo": 6, "parquet": 6,
+    "csv": 7, "jsonl": 7, "tfrecord": 7,
+    "infer": 8,
 }
 # The modules below the package's faces that pipelines/ reaches into, for names no face exports.
 PIPELINES_REACH = {
@@ -43,13 +44,18 @@ PIPELINES_REACH = {
 
 
 def _imports(path: pathlib.Path) -> list[tuple[int, str, list[str]]]:
-    """(line, module, names) of every `import x` and `from x import names` in a file."""
+    """(line, module, names) of every `import x` and `from x import names` in a file, and of every
+    module a lazy face names (its `_LAZY` dict: name -> module), as if imported."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append((node.lineno, node.module, [alias.name for alias in node.names]))
         elif isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name, []) for alias in node.names)
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+              and any(isinstance(target, ast.Name) and target.id == "_LAZY" for target in node.targets)):
+            found.extend((value.lineno, value.value, []) for value in node.value.values
+                         if isinstance(value, ast.Constant) and isinstance(value.value, str))
     return found
 
 

@@ -9,7 +9,7 @@ them from a prelude here; a new fragment with names of its own fails until it ha
 
 Off the object store, a plain `python -m pipelines.NAME ...`, `python SCRIPT.py ...` or
 `beam-shards ...` command runs in this process, as the command would run it
-(`pipelines.running.main`, the script as `__main__`, `cli.main`) in the snippet's folder and
+(`pipelines.shell.main`, the script as `__main__`, `cli.main`) in the snippet's folder and
 environment, and so does a Python snippet that starts no worker processes: that saves an
 interpreter and the imports of Beam, torch or datasets per snippet. A snippet whose DataLoader
 forks workers runs as a process (this process has threads of its own that a fork would copy
@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_shards import ClassLabel, Features, Image, ShardedDataset, Value, cli, read_metadata
-from pipelines import running
+from pipelines import shell
 
 from _support import jpeg, png
 from test_readme import commands, docs
@@ -192,7 +192,7 @@ def _run_in_process(text: str, cwd, env: dict[str, str]) -> None:
     with _in(cwd, env) as patch:
         argv = [os.path.expanduser(word) for word in words]  # `~` is the snippet's HOME
         if words[0] == "python" and words[1] == "-m":
-            code = running.main(importlib.import_module(words[2]).run, argv[3:])
+            code = shell.main(importlib.import_module(words[2]).run, argv[3:])
         elif words[0] == "python":
             patch.setattr(sys, "argv", argv[1:])
             runpy.run_path(str(cwd / words[1]), run_name="__main__")

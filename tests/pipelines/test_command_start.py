@@ -1,5 +1,6 @@
 """`python -m pipelines.csv` / `jsonl` read their flags before importing Beam: `--help` and a usage
-error come without it (Beam's import alone took ~4 s of a start-up), and a good command line still runs."""
+error come without it (Beam's import alone took ~4 s of a start-up), and a good command line still runs:
+a small local one without Beam at all (`tabular_local`), one with a Beam flag on Beam."""
 
 from __future__ import annotations
 
@@ -42,11 +43,14 @@ def test_help_and_a_usage_error_import_no_beam(name):
         assert not imported & {"apache_beam", "PIL", "torch", "datasets", "grpc"}, sorted(imported)
 
 
-def test_a_command_line_the_flags_take_runs_the_conversion(tmp_path):
+@pytest.mark.parametrize("flags, beam", [([], False), (["--runner=FnApiRunner"], True)],
+                         ids=["small and local: in this process", "a Beam flag: on Beam"])
+def test_a_command_line_the_flags_take_runs_the_conversion(tmp_path, flags, beam):
     (tmp_path / "rows.csv").write_text("n,name\n" + "".join(f"{i},row {i}\n" for i in range(10)))
     output = str(tmp_path / "out")
-    result = _run("-m", "pipelines.csv", "--input", str(tmp_path / "rows.csv"), "--output", output, "--progress", "0")
+    result = _run("-m", "pipelines.csv", "--input", str(tmp_path / "rows.csv"), "--output", output, "--progress", "0",
+                  *flags)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Wrote 10 rows" in result.stdout
     assert read_metadata(output).num_rows == 10
-    assert "apache_beam" in _imported(result.stderr)
+    assert ("apache_beam" in _imported(result.stderr)) == beam

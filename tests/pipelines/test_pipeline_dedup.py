@@ -10,7 +10,7 @@ import pytest
 from beam_shards import ArrowBackend, read_metadata
 from pipelines import csv as csv_pipeline
 from pipelines import jsonl as jsonl_pipeline
-from pipelines.running import main
+from pipelines.shell import main
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -27,8 +27,8 @@ from beam_shards.inference import features_of, summarize_table, summarize_values
 from beam_shards.format.layout import BAD_INPUTS_NAME, MANIFEST_NAME
 from beam_shards import progress
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import (bad_inputs, common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, running,
-                       where, write)
+from pipelines import (bad_inputs, common, csv as csv_pipeline, demo, image_folder, jsonl, parquet, rows as rows_module,
+                       running, where)
 
 from _paths import REPO
 from _support import jpeg, options, png
@@ -893,7 +893,7 @@ def test_the_report_says_one_row_in_the_singular(tmp_path, capsys):
 def test_docstring_examples_run():
     import doctest
 
-    for module in (progress, where, bad_inputs, write):
+    for module in (progress, where, bad_inputs, rows_module):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 

@@ -18,7 +18,7 @@ import pytest
 
 from beam_shards import Array, ClassLabel, Features, Image, ShardedDataset, Value
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, image_folder, jsonl, running
+from pipelines import common, csv as csv_pipeline, image_folder, jsonl, shell
 
 from _hostile import CAMERA_JPEG, assert_clear, cases, forged_png
 from _paths import REPO
@@ -145,7 +145,7 @@ def _command(argv: list[str], capfd) -> tuple[int, str, str]:
         done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=REPO, timeout=240)
         return done.returncode, done.stdout, done.stderr
     capfd.readouterr()
-    code = running.main(importlib.import_module(argv[0]).run, argv[1:])
+    code = shell.main(importlib.import_module(argv[0]).run, argv[1:])
     return (code, *capfd.readouterr())
 
 

@@ -1,0 +1,119 @@
+"""A small local csv or jsonl conversion runs in this process, without Beam (`tabular_local`): the same
+shard bytes, bad-input list, metadata and errors as on a Beam runner; any Beam flag, a large or
+remote input, a remote output or --dedup runs on Beam."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from beam_shards import read_metadata
+from beam_shards.versions.bad_inputs import read_bad_inputs
+from pipelines import common, csv as csv_pipeline, jsonl, tabular_local
+
+from _support import png
+from test_deterministic import shard_digests
+
+pytestmark = pytest.mark.timeout(300)
+
+SMALL = ["--shard_size", "8KB", "--batch_size", "16", "--progress", "0"]
+ON_BEAM = "--runner=FnApiRunner"
+
+
+@pytest.fixture
+def engines(monkeypatch) -> list[str]:
+    """Which engine each run took: "in process", or "beam" (a run on Beam plans its steps)."""
+    ran = []
+    convert, plan = tabular_local.convert, __import__("pipelines.tabular_beam", fromlist=["plan"]).plan
+    monkeypatch.setattr(tabular_local, "convert", lambda *args: ran.append("in process") or convert(*args))
+    monkeypatch.setattr("pipelines.tabular_beam.plan", lambda *args: ran.append("beam") or plan(*args))
+    return ran
+
+
+def _csv_input(root) -> list[str]:
+    """Two CSV files with images, a malformed line and a row whose image is missing (refused by the write)."""
+    (root / "img").mkdir()
+    for i in range(8):
+        (root / "img" / f"{i}.png").write_bytes(png(i, size=8))
+    for part in range(2):
+        rows = [f"img/{i % 8}.png,{'cat' if i % 3 else 'dog'},{i},{i * 0.5 if i % 7 else 'NA'}"
+                for i in range(part * 150, part * 150 + 150)]
+        rows[20] = "img/0.png,cat,only three fields"
+        rows[40] = f"img/missing-{part}.png,cat,{part},1.5"
+        (root / f"part-{part}.csv").write_text("image,label,n,x\n" + "\n".join(rows) + "\n")
+    return ["--input", str(root / "part-*.csv"), "--label_column", "label"]
+
+
+def _jsonl_input(root) -> list[str]:
+    path = root / "chat.jsonl"
+    lines = [json.dumps({"messages": [{"role": "user", "content": f"hi {i}"}] * (1 + i % 3),
+                         "meta": {"n": i, "score": None if i % 5 == 0 else i / 3}}) for i in range(400)]
+    lines[33] = "{not json"
+    path.write_text("\n".join(lines) + "\n")
+    return ["--input", str(path)]
+
+
+@pytest.mark.parametrize("pipeline, make_input, rows", [(csv_pipeline, _csv_input, 296), (jsonl, _jsonl_input, 399)],
+                         ids=["csv", "jsonl"])
+def test_in_process_and_on_beam_write_the_same_cache(tmp_path, engines, pipeline, make_input, rows):
+    argv = make_input(tmp_path) + SMALL + ["--max_bad", "10"]
+    here, beam = str(tmp_path / "here"), str(tmp_path / "beam")
+    assert common.main(pipeline.run, argv + ["--output", here]) == 0
+    assert common.main(pipeline.run, argv + ["--output", beam, ON_BEAM]) == 0
+    assert engines == ["in process", "beam"]
+    assert len(shard_digests(here)) >= 3, "the test should span several shards"
+    assert shard_digests(here) == shard_digests(beam)
+    mine, theirs = read_metadata(here), read_metadata(beam)
+    assert mine.num_rows == theirs.num_rows == rows
+    assert mine.features == theirs.features and mine.metadata == theirs.metadata
+    assert mine.metadata["bad_inputs"]["skipped"] == 4 if pipeline is csv_pipeline else 1
+    listed = [[{key: value for key, value in record.items() if key != "write_id"} for record in read_bad_inputs(path)]
+              for path in (here, beam)]
+    assert listed[0] == listed[1] and len(listed[0]) == mine.metadata["bad_inputs"]["skipped"]
+    assert not os.path.exists(os.path.join(here, "_staging"))
+
+
+@pytest.mark.parametrize("flags", [[], ["--max_bad", "1"]], ids=["without --skip_bad", "past --max_bad"])
+def test_a_bad_input_fails_both_alike_and_publishes_nothing(tmp_path, engines, capsys, flags):
+    argv = _csv_input(tmp_path) + SMALL + flags
+    errors = []
+    for output, beam in (("here", []), ("beam", [ON_BEAM])):
+        assert common.main(csv_pipeline.run, argv + ["--output", str(tmp_path / output), *beam]) == 1
+        errors.append(capsys.readouterr().err.replace(str(tmp_path / output), "OUT"))
+        assert not os.path.exists(tmp_path / output / "_metadata.json")
+    assert engines == ["in process", "beam"]
+    assert errors[0] == errors[1] and ("part-0.csv, line 22" in errors[0]), errors
+
+
+def test_the_features_of_an_empty_input_are_a_usage_error_in_process_too(tmp_path, engines, capsys):
+    (tmp_path / "empty.csv").write_text("a,b\n")
+    with pytest.raises(SystemExit) as exited:
+        csv_pipeline.run(["--input", str(tmp_path / "empty.csv"), "--output", str(tmp_path / "out")])
+    assert exited.value.code == 2 and "holds no row after its header" in capsys.readouterr().err
+    assert engines == ["in process"]
+
+
+def test_what_runs_on_beam(tmp_path, engines, monkeypatch):
+    def problem(beam_args: list[str] = (), **flags) -> str | None:
+        args = argparse.Namespace(**{"output": str(tmp_path / "out"), "input": str(tmp_path / "a.csv"), "dedup": None,
+                                     **flags})
+        return tabular_local.in_process_problem(args, list(beam_args))
+
+    assert problem() is None
+    assert "Beam flags given (--direct_num_workers=2" in problem(["--direct_num_workers=2"])
+    assert "is not a local folder" in problem(output="gs://bucket/cache")
+    assert "is not local" in problem(input="s3://bucket/a.csv")
+    assert "--dedup" in problem(dedup=[])
+    # Clean rows: every batch fits, so the write in process skips its run (`ordered_in_process`).
+    (tmp_path / "a.csv").write_text("n,text\n" + "".join(f"{i},{'w' * (i % 37)}\n" for i in range(900)))
+    size = os.path.getsize(tmp_path / "a.csv")
+    monkeypatch.setattr(tabular_local, "IN_PROCESS_BYTES", size - 1)
+    csv_pipeline.run(["--input", str(tmp_path / "a.csv"), "--output", str(tmp_path / "big"), *SMALL])
+    monkeypatch.setattr(tabular_local, "IN_PROCESS_BYTES", size)
+    csv_pipeline.run(["--input", str(tmp_path / "a.csv"), "--output", str(tmp_path / "small"), *SMALL])
+    assert engines == ["beam", "in process"]
+    assert len(shard_digests(str(tmp_path / "big"))) >= 3
+    assert shard_digests(str(tmp_path / "big")) == shard_digests(str(tmp_path / "small"))
