@@ -33,8 +33,10 @@ from beam_shards.inference import NullTokens
 from pipelines import common, lines, nesting, tabular, tabular_local
 from pipelines.cast_batches import conform_row
 
-# 19 digits in a row: a number an int64 may not hold (or text that looks like one).
-_LONG_NUMBER = re.compile(rb"\d{19}")
+# An integer of 19 digits or more: a number an int64 may not hold (or text that looks like one).
+# Not the digits of a fraction or before one (0.0008028631942388342 is a float, which pyarrow
+# reads as Python does): lines of small floats went to the Python reader, row by row.
+_LONG_NUMBER = re.compile(rb"(?<![\d.])\d{19,}(?![\d.eE])")
 _JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 

@@ -6,6 +6,9 @@ as two rows)."""
 from __future__ import annotations
 
 import io
+import json
+import random
+import re
 
 import pytest
 
@@ -46,3 +49,22 @@ def test_an_int_past_64_bits_among_text_is_its_digits(tmp_path):
     features = Features({"v": Sequence(Value("string"))})
     rows = [jsonl.to_example(row, features) for _, row in jsonl.read_rows(path.open("rb"))]
     assert rows == [{"v": ["]]", "777777777777777777777777777777"]}, {"v": ["a", "7", "1.5", "true"]}]
+
+
+def test_floats_of_many_digits_are_read_as_arrow_and_as_python_reads_them(tmp_path):
+    # A fraction of 19 digits or more (0.0008028631942388342) is no int past 64 bits: once it sent
+    # every batch holding one to the Python reader, row by row.
+    rng = random.Random(0)
+    values = [rng.random() * 10.0 ** rng.randint(-300, 300) for _ in range(3000)] + [rng.random() / 1000
+                                                                                      for _ in range(3000)]
+    data = "".join(json.dumps({"x": value}) + "\n" for value in values).encode()
+    assert re.search(rb"\d{19}", data), "the input should hold fractions of 19 digits"
+    batches = read(tmp_path, data)
+    assert all(batch.table is not None for batch in batches)
+    assert [value for batch in batches for value in batch.table.column("x").to_pylist()] == values
+
+
+@pytest.mark.parametrize("number", [b"12345678901234567890", b"-9223372036854775809", b"1.5e12345678901234567890"])
+def test_ints_past_64_bits_still_go_to_the_python_reader(tmp_path, number):
+    [batch] = read(tmp_path, b'{"x": 1}\n{"x": ' + number + b'}\n')
+    assert batch.table is None
