@@ -14,7 +14,9 @@ cache for a class); an output that is ROOT or holds it is refused.
 Each class folder is listed by a worker and its images are keyed `(class, position in
 the sorted listing)`, so rows are written class by class in path order whatever the
 runner. Files are listed and read through `FileSystems`, so a gs:// or s3:// ROOT works
-on Dataflow unchanged.
+on Dataflow unchanged. Given no Beam flag, a local ROOT and output and no --dedup, the
+run is done in this process without starting Beam (`local_write`), with the same rows
+and shard bytes.
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
-
-import apache_beam as beam
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from beam_shards import ClassLabel, Features, Image, Manifest, Value
 from beam_shards.display import few
@@ -33,7 +33,12 @@ from beam_shards.format import MANIFEST_NAME
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import say
 from pipelines import classes, common
+from pipelines.flags import read_flags
+from pipelines.local_write import in_process_problem, write_here
 from pipelines.where import Where
+
+if TYPE_CHECKING:
+    import apache_beam as beam
 
 DEFAULT_EXTENSIONS = ",".join(common.IMAGE_EXTENSIONS)
 
@@ -148,18 +153,60 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the folder holding one sub-folder per class (local, gs://, s3://...)")
     parser.add_argument("--extensions", default=DEFAULT_EXTENSIONS,
                         help=f"comma-separated file extensions to take (default {DEFAULT_EXTENSIONS})")
+    parser.epilog += ("Given no Beam flag at all, a local ROOT and --output and no --dedup, the conversion runs in this\n"
+                      "process without starting Beam: the same checks, errors, rows and shard bytes. Any Beam flag\n"
+                      "(--runner=FnApiRunner too) runs it on Beam.\n")
     return parser
 
 
+class _Classes(NamedTuple):
+    """What a run finds of its input before it lists the images: the class folders to read, where
+    they are, which files are images, what is left out, and the features."""
+
+    names: list[str]
+    prefix: str
+    extensions: frozenset[str]
+    excluded: frozenset[str]
+    features: Features
+    metadata: dict[str, Any]
+
+    def examples(self) -> Iterator[tuple[Where, dict[str, Any]]]:
+        """Every image of every class, as `(where, example)` pairs."""
+        for name in self.names:
+            yield from class_examples(name, self.prefix, self.extensions, self.excluded)
+
+
 def run(argv: Sequence[str] | None = None) -> Manifest:
-    """Runs the pipeline with command-line flags `argv`; returns the published manifest."""
+    """Runs the pipeline with command-line flags `argv` (in this process given no Beam flag, a local
+    input and output and no --dedup, `local_write`); returns the published manifest."""
+    parser = build_parser()
+    args, beam_args = read_flags(parser, argv)
+    if in_process_problem(args, beam_args) is None:
+        found = _classes(parser, args)
+        return write_here(found.examples(), args, found.features, found.metadata)
     return common.run_conversion(plan(argv))
 
 
 def plan(argv: Sequence[str] | None = None) -> common.Conversion:
-    """The conversion the command-line flags `argv` ask for, ready to run."""
+    """The conversion the command-line flags `argv` ask for, on Beam, ready to run."""
     parser = build_parser()
     args, options = common.parse_args(parser, argv)
+    found = _classes(parser, args)
+
+    def read(pipeline: beam.Pipeline) -> beam.PCollection:
+        import apache_beam as beam
+
+        return (pipeline
+                | "Classes" >> beam.Create(found.names)
+                | "SpreadClasses" >> beam.Reshuffle()
+                | "ListImages" >> beam.FlatMap(class_examples, found.prefix, found.extensions, found.excluded)
+                | "Spread" >> beam.Reshuffle())
+
+    return common.Conversion(options, args, read, found.features, found.metadata)
+
+
+def _classes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Classes:
+    """The classes of the input `args` name (exits with a usage error when there are none to read)."""
     root = common.input_uri(args.input)
     extensions = frozenset("." + e.strip().lower().lstrip(".") for e in args.extensions.split(",") if e.strip())
     try:
@@ -175,23 +222,13 @@ def plan(argv: Sequence[str] | None = None) -> common.Conversion:
     if not names:
         parser.error(f"no class folder of {args.input} holds a {', '.join(sorted(extensions))} file")
     excluded = frozenset(left_out) | ({output} if output is not None else set())
-    prefix = fs.join(root, "")
     pinned = classes.pinned_classes(args, "label")
     outside = [name for name in names if pinned is not None and name not in pinned]
     if outside and not args.skip_bad:  # with --skip_bad each of their images is a bad input
         parser.error(f"class folder {few(outside)} of {args.input} is not one of the {len(pinned)} classes of "
                      f"{classes.pinned_by(args)} ({few(pinned)})")
-    features = features_for(pinned or names)
-
-    def read(pipeline: beam.Pipeline) -> beam.PCollection:
-        return (pipeline
-                | "Classes" >> beam.Create(names)
-                | "SpreadClasses" >> beam.Reshuffle()
-                | "ListImages" >> beam.FlatMap(class_examples, prefix, extensions, excluded)
-                | "Spread" >> beam.Reshuffle())
-
-    return common.Conversion(options, args, read, features, {"pipeline": "image_folder", "input": args.input,
-                                                                   **({"left_out": left_out} if left_out else {})})
+    metadata = {"pipeline": "image_folder", "input": args.input, **({"left_out": left_out} if left_out else {})}
+    return _Classes(names, fs.join(root, ""), extensions, excluded, features_for(pinned or names), metadata)
 
 
 if __name__ == "__main__":

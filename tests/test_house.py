@@ -29,7 +29,7 @@ PIPELINE_FLOORS = {
     "where": 0, "runners": 0, "report": 0, "tf_example": 0, "lines": 0, "nesting": 0, "classes": 0, "opening": 0,
     "bad_inputs": 1, "flags": 1, "tfds": 1, "chunks": 1,
     "rows": 2, "inference": 2, "raw_batches": 2, "shell": 2,
-    "write": 3, "cast_batches": 3, "summaries": 3, "command": 3,
+    "write": 3, "cast_batches": 3, "summaries": 3, "command": 3, "local_write": 3,
     "running": 4, "tabular": 4,
     "common": 5, "tabular_beam": 5,
     "tabular_local": 6, "tfrecord_io": 6, "image_folder": 6, "demo": 6, "parquet": 6,

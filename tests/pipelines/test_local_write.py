@@ -1,6 +1,6 @@
-"""A small local csv or jsonl conversion runs in this process, without Beam (`tabular_local`): the same
-shard bytes, bad-input list, metadata and errors as on a Beam runner; any Beam flag, a large or
-remote input, a remote output or --dedup runs on Beam."""
+"""A small local csv or jsonl conversion, and a local image folder's, run in this process without Beam
+(`local_write`, `tabular_local`): the same shard bytes, bad-input list, metadata and errors as on a
+Beam runner; any Beam flag, a large (csv, jsonl) or remote input, a remote output or --dedup runs on Beam."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from beam_shards import read_metadata
 from beam_shards.versions.bad_inputs import read_bad_inputs
-from pipelines import common, csv as csv_pipeline, jsonl, tabular_local
+from pipelines import common, csv as csv_pipeline, image_folder, jsonl, local_write, tabular_local
 
-from _support import png
+from _support import jpeg, png
 from test_deterministic import shard_digests
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,12 +25,19 @@ ON_BEAM = "--runner=FnApiRunner"
 
 @pytest.fixture
 def engines(monkeypatch) -> list[str]:
-    """Which engine each run took: "in process", or "beam" (a run on Beam plans its steps)."""
+    """Which engine each run took: "in process" (it writes with `write_here`), or "beam" (a run on Beam
+    plans its steps)."""
     ran = []
-    convert, plan = tabular_local.convert, __import__("pipelines.tabular_beam", fromlist=["plan"]).plan
-    monkeypatch.setattr(tabular_local, "convert", lambda *args: ran.append("in process") or convert(*args))
-    monkeypatch.setattr("pipelines.tabular_beam.plan", lambda *args: ran.append("beam") or plan(*args))
+    for module in (tabular_local, image_folder):
+        monkeypatch.setattr(module, "write_here", _recording(ran, "in process", local_write.write_here))
+    plan = __import__("pipelines.tabular_beam", fromlist=["plan"]).plan
+    monkeypatch.setattr("pipelines.tabular_beam.plan", _recording(ran, "beam", plan))
+    monkeypatch.setattr(image_folder, "plan", _recording(ran, "beam", image_folder.plan))
     return ran
+
+
+def _recording(ran: list[str], name: str, function):
+    return lambda *args: ran.append(name) or function(*args)
 
 
 def _csv_input(root) -> list[str]:
@@ -56,8 +63,18 @@ def _jsonl_input(root) -> list[str]:
     return ["--input", str(path)]
 
 
-@pytest.mark.parametrize("pipeline, make_input, rows", [(csv_pipeline, _csv_input, 296), (jsonl, _jsonl_input, 399)],
-                         ids=["csv", "jsonl"])
+def _image_folder_input(root) -> list[str]:
+    """Class folders of JPEGs, one of them not a JPEG at all (refused by the write)."""
+    for i in range(240):
+        folder = root / "train" / ["ant", "bee", "cow"][i % 3] / ("deeper" if i % 5 == 0 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:04d}.jpg").write_bytes(jpeg(i, size=8) if i != 77 else b"not a jpeg")
+    return ["--input", str(root / "train")]
+
+
+@pytest.mark.parametrize("pipeline, make_input, rows", [
+    (csv_pipeline, _csv_input, 296), (jsonl, _jsonl_input, 399), (image_folder, _image_folder_input, 239)],
+    ids=["csv", "jsonl", "image_folder"])
 def test_in_process_and_on_beam_write_the_same_cache(tmp_path, engines, pipeline, make_input, rows):
     argv = make_input(tmp_path) + SMALL + ["--max_bad", "10"]
     here, beam = str(tmp_path / "here"), str(tmp_path / "beam")
@@ -69,7 +86,7 @@ def test_in_process_and_on_beam_write_the_same_cache(tmp_path, engines, pipeline
     mine, theirs = read_metadata(here), read_metadata(beam)
     assert mine.num_rows == theirs.num_rows == rows
     assert mine.features == theirs.features and mine.metadata == theirs.metadata
-    assert mine.metadata["bad_inputs"]["skipped"] == 4 if pipeline is csv_pipeline else 1
+    assert mine.metadata["bad_inputs"]["skipped"] == (4 if pipeline is csv_pipeline else 1)
     listed = [[{key: value for key, value in record.items() if key != "write_id"} for record in read_bad_inputs(path)]
               for path in (here, beam)]
     assert listed[0] == listed[1] and len(listed[0]) == mine.metadata["bad_inputs"]["skipped"]
@@ -93,14 +110,14 @@ def test_the_features_of_an_empty_input_are_a_usage_error_in_process_too(tmp_pat
     with pytest.raises(SystemExit) as exited:
         csv_pipeline.run(["--input", str(tmp_path / "empty.csv"), "--output", str(tmp_path / "out")])
     assert exited.value.code == 2 and "holds no row after its header" in capsys.readouterr().err
-    assert engines == ["in process"]
+    assert engines == [], "the usage error came before anything was written, and without planning Beam steps"
 
 
 def test_what_runs_on_beam(tmp_path, engines, monkeypatch):
     def problem(beam_args: list[str] = (), **flags) -> str | None:
         args = argparse.Namespace(**{"output": str(tmp_path / "out"), "input": str(tmp_path / "a.csv"), "dedup": None,
                                      **flags})
-        return tabular_local.in_process_problem(args, list(beam_args))
+        return local_write.in_process_problem(args, list(beam_args))
 
     assert problem() is None
     assert "Beam flags given (--direct_num_workers=2" in problem(["--direct_num_workers=2"])
