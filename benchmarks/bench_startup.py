@@ -19,22 +19,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tabular import HF_SCRIPT, median_times, write_csv  # noqa: E402
+from bench_tabular import HF_SCRIPT, median_times, parsed, write_csv  # noqa: E402
 
 GOAL = 1.5
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--workdir")
-    args = parser.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_startup_"))
-    work.mkdir(parents=True, exist_ok=True)
+    args, work = parsed(parser, "bench_startup_")
     path, out = work / "ten.csv", work / "out"
     write_csv(path, 10)
     configs = {

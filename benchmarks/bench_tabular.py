@@ -10,8 +10,10 @@ Two inputs, made once before anything is timed:
 
 Each configuration runs in a fresh process, wall time from the shell (start-up included),
 taking turns; medians over `--repeats` runs are printed, with ratios within this run:
-  - ours:       `python -m pipelines.csv|jsonl --input FILE --output OUT` (deterministic, the default);
+  - ours:       `python -m pipelines.csv|jsonl --input FILE --output OUT` (deterministic, the default;
+                a small local input: in the command's process, without Beam);
   - ours, 100:  the same with `--infer_rows 100` (types from the first 100 rows);
+  - ours on Beam: the same with `--runner=FnApiRunner` (the same shard bytes);
   - HF:         `datasets.load_dataset("csv"|"json", data_files=FILE)["train"].save_to_disk(OUT)`.
 
 Goals: ours <= 1.0x HF; every-row inference <= 1.3x `--infer_rows 100`.
@@ -87,15 +89,28 @@ def median_times(configs: dict[str, list[str]], repeats: int, out: Path, hf_cach
     return {config: statistics.median(values) for config, values in times.items()}
 
 
+def print_against(medians: dict[str, float], baseline: str) -> None:
+    """Each configuration's median, and its ratio to the `baseline` configuration's."""
+    for config, seconds in medians.items():
+        print(f"  {config:36s} {seconds:7.2f} s   {seconds / medians[baseline]:5.2f}x HF")
+
+
+def parsed(parser: argparse.ArgumentParser, prefix: str) -> tuple[argparse.Namespace, Path]:
+    """The flags of a benchmark of fresh processes (`parser`'s own, `--repeats` and `--workdir`), and its
+    work folder (a fresh one under /tmp named `prefix...` without `--workdir`)."""
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--workdir")
+    args = parser.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    return args, work
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num_examples", type=int, default=70_000)
     parser.add_argument("--chat_examples", type=int, default=8_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--workdir")
-    args = parser.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench_tabular_"))
-    work.mkdir(parents=True, exist_ok=True)
+    args, work = parsed(parser, "bench_tabular_")
     cases = {"csv": (work / "table.csv", "csv", "csv"), "chat jsonl": (work / "chat.jsonl", "jsonl", "json")}
     write_csv(cases["csv"][0], args.num_examples)
     write_chat(cases["chat jsonl"][0], args.chat_examples)
@@ -107,14 +122,15 @@ def main() -> None:
                          "--progress", "0"],
                 "ours, --infer_rows 100": [sys.executable, "-m", f"pipelines.{pipeline}", "--input", str(path),
                                            "--output", str(out), "--progress", "0", "--infer_rows", "100"],
+                "ours on Beam (--runner=FnApiRunner)": [sys.executable, "-m", f"pipelines.{pipeline}", "--input",
+                                                        str(path), "--output", str(out), "--progress", "0",
+                                                        "--runner=FnApiRunner"],
                 "HF load_dataset + save_to_disk": [sys.executable, "-c", HF_SCRIPT, hf_kind, str(path), str(out),
                                                    str(work / "hf_cache")],
             }
             medians = median_times(configs, args.repeats, out, work / "hf_cache")
-            hf = medians["HF load_dataset + save_to_disk"]
             print(f"{name} ({path.stat().st_size / 1e6:.1f} MB), medians of {args.repeats} fresh processes:")
-            for config, seconds in medians.items():
-                print(f"  {config:34s} {seconds:7.2f} s   {seconds / hf:5.2f}x HF")
+            print_against(medians, "HF load_dataset + save_to_disk")
             print(f"  every-row inference / --infer_rows 100: {medians['ours'] / medians['ours, --infer_rows 100']:.2f}x")
     finally:
         if not args.workdir:
