@@ -15,6 +15,8 @@ from beam_shards.errors import TooManyBadError
 
 # How many reasons the error quotes, the first in key order.
 FIRST_REASONS = 3
+# What a write does with an example that does not fit: raise, or skip it (a dead letter).
+ON_BAD = ("fail", "skip")
 
 
 class Skipped(NamedTuple):

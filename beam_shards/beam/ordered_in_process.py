@@ -21,9 +21,10 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from beam_shards.beam.bad_limit import check_max_bad, check_skipped, skipped_of
+from beam_shards.beam.bad_limit import ON_BAD, check_max_bad, check_skipped, skipped_of
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import (KEY_COLUMN, chunk_in_key_order, chunk_of, chunk_rows, keyed, ranks,
                                       run_features, run_options, sorted_keys, write_chunk, write_run)
@@ -31,7 +32,7 @@ from beam_shards.beam.ordered_bins import batch_bytes, plan_ordered_bins
 from beam_shards.beam.staging import BundleWriter, merge_bin
 from beam_shards.errors import EmptyWriteError, best_effort
 from beam_shards.features import Features
-from beam_shards.format.layout import CacheLayout, new_write_id
+from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.encoded_rows import EncodedRows
 from beam_shards.shards.merge import file_overhead
@@ -72,7 +73,8 @@ def write_in_process(pairs: Iterable[Any], path: str, features: Features, option
       options: the shards' sizes and compression.
       metadata, mode, on_bad, max_bad, allow_empty, retention: as `WriteToArrowShards` takes them.
       set_aside: dead letters of inputs the caller left out before the write, counted toward `max_bad`.
-      write_id: the write's id (a fresh one by default), for a `progress.Watch` of it, say.
+      write_id: the write's id (a fresh one by default), for a `progress.Watch` of it, say; a write
+        run again with the id of one that published publishes nothing more, as the sink's.
 
     Raises:
       EncodeError: an example does not fit (without `on_bad="skip"`); nothing is published.
@@ -80,11 +82,20 @@ def write_in_process(pairs: Iterable[Any], path: str, features: Features, option
         (without `allow_empty`); nothing is published.
       ValueError: a pair without a key, keys that do not sort together, bad arguments.
     """
+    if on_bad not in ON_BAD:
+        raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
     check_max_bad(max_bad)
     if max_bad is not None and on_bad != "skip":
         raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")
+    if set_aside and max_bad is None:
+        raise ValueError("set_aside is counted toward max_bad; give max_bad too")
     metadata, since, column_types = check_write(path, features, metadata, mode)
     options = dataclasses.replace(options, column_types=column_types)
+    if write_id is not None:
+        check_write_id(write_id)
+        # A write id given may be a rerun's, whose version is older than the newest now: look for it
+        # from the start, as the sink does, so the rerun publishes nothing twice.
+        since = None
     write_id = write_id or new_write_id()
     try:
         staged, letters = _stage(pairs, path, features, options, write_id, on_bad == "skip")
@@ -145,10 +156,12 @@ def _chunks_as_given(triples: list[tuple[Any, Any, Any]], rows_per_chunk: int) -
 
 
 def _one_table(parts: list[pa.Table]) -> pa.Table:
-    # In one piece, as a chunk sorted from the runs is: the IPC writer writes a record batch sliced
-    # from a longer array with its values buffer padded to 64 bytes from what follows it, where a
-    # batch concatenated from several pieces has no bytes to follow; so the shard bytes would differ.
-    return pa.concat_tables(parts).combine_chunks()
+    # Laid out as a chunk sorted from the runs is, by a `take`: the IPC writer writes the buffers of
+    # a batch as they lie, so the same rows in another layout give other bytes (a batch sliced from
+    # a longer array carries the bytes after it to a 64-byte boundary; a list's child offsets may
+    # start past 0), and `take` lays out its result the same whatever it was given.
+    table = pa.concat_tables(parts)
+    return table.take(pa.array(np.arange(table.num_rows)))
 
 
 def _chunks_through_a_run(triples: list[tuple[Any, Any, Any]], path: str, features: Features,

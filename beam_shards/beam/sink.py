@@ -45,7 +45,7 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import deferred, ordered_bins, ordered_steps
-from beam_shards.beam.bad_limit import check_max_bad, check_skipped
+from beam_shards.beam.bad_limit import ON_BAD, check_max_bad, check_skipped
 from beam_shards.beam.count_skipped import CountSkippedFn
 from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
@@ -63,8 +63,6 @@ from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE,
 from beam_shards.versions.commit import check_write, publish
 from beam_shards.versions.gc import Retention, collect_garbage
 from beam_shards.versions.staging import remove_staging, staged_order
-
-_ON_BAD = ("fail", "skip")
 
 
 class WriteWithBad(NamedTuple):
@@ -286,8 +284,8 @@ class WriteToArrowShards(beam.PTransform):
                  max_bad: int | float | None = None, set_aside: beam.PCollection | None = None, dedup: Any = None):
         super().__init__()
         self._dedup = None if dedup is None else dedup_columns(dedup, deferred.known(features)) or "rows"
-        if on_bad not in _ON_BAD:
-            raise ValueError(f"on_bad must be one of {_ON_BAD}; got {on_bad!r}")
+        if on_bad not in ON_BAD:
+            raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
         check_max_bad(max_bad)
         if max_bad is not None and on_bad != "skip":
             raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")

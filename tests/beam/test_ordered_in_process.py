@@ -12,7 +12,8 @@ import apache_beam as beam
 import pyarrow as pa
 import pytest
 
-from beam_shards import EncodeError, Features, TooManyBadError, Value, WriteToArrowShards, read_metadata
+from beam_shards import (EncodeError, Features, ShardedDataset, TooManyBadError, Value, WriteToArrowShards,
+                         read_metadata)
 from beam_shards.beam import ordered_in_process
 from beam_shards.beam.ordered_in_process import write_in_process
 from beam_shards.shards import EncodedRows, WriterOptions
@@ -102,3 +103,24 @@ def test_encoded_batches_under_keys_of_their_own_skip_the_run_and_give_the_same_
     write_in_process(batches(1), local_path, FEATURES, WriterOptions(**WRITE))
     assert not runs, "the run should have been skipped"
     assert len(shard_digests(beam_path)) > 3 and shard_digests(local_path) == shard_digests(beam_path)
+
+
+def test_a_write_run_again_under_its_id_publishes_nothing_more_as_the_sinks(tmp_path):
+    path, features, write_id = str(tmp_path / "cache"), Features({"x": Value("int64")}), "20261128T090000Z-abcdef12"
+    first = write_in_process([(i, {"x": i}) for i in range(5)], path, features, WriterOptions(), write_id=write_id)
+    again = write_in_process([(i, {"x": i + 10}) for i in range(5)], path, features, WriterOptions(),
+                             write_id=write_id)
+    assert first.manifest.version == again.manifest.version == 1
+    assert [row["x"] for row in ShardedDataset(path)] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"on_bad": "skipp"}, "on_bad must be one of"),
+    ({"on_bad": "skip", "set_aside": [{"key": 1, "reason": "r"}]}, "set_aside is counted toward max_bad"),
+    ({"max_bad": 3}, "max_bad limits what on_bad"),
+], ids=["an on_bad of neither", "set_aside without max_bad", "max_bad without skip"])
+def test_arguments_the_sink_refuses_are_refused_alike(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        write_in_process([(0, {"x": 0})], str(tmp_path / "cache"), Features({"x": Value("int64")}), WriterOptions(),
+                         **kwargs)
+    assert not os.path.exists(tmp_path / "cache" / "_metadata.json")
