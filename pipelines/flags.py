@@ -49,8 +49,8 @@ with workers elsewhere write to a shared location such as gs://BUCKET/cache.
 _IN_PROCESS_HELP = """\
 Given no Beam flag at all, a conversion of local files of 64 MiB or less together into a
 local --output runs in this process without starting Beam: the same checks, errors, rows
-and shard bytes, in a fraction of the time. Any Beam flag (--runner=FnApiRunner too),
---dedup, or larger or remote inputs run it on Beam.
+and shard bytes, in a fraction of the time (in input order, --no_deterministic or not).
+Any Beam flag (--runner=FnApiRunner too), --dedup, or larger or remote inputs run it on Beam.
 """
 
 

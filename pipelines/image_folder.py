@@ -34,7 +34,7 @@ from beam_shards.storage import folders, fs
 from beam_shards.terminal import say
 from pipelines import classes, common
 from pipelines.flags import read_flags
-from pipelines.local_write import in_process_problem, write_here
+from pipelines.local_write import check_output, in_process_problem, write_here
 from pipelines.where import Where
 
 if TYPE_CHECKING:
@@ -154,8 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--extensions", default=DEFAULT_EXTENSIONS,
                         help=f"comma-separated file extensions to take (default {DEFAULT_EXTENSIONS})")
     parser.epilog += ("Given no Beam flag at all, a local ROOT and --output and no --dedup, the conversion runs in this\n"
-                      "process without starting Beam: the same checks, errors, rows and shard bytes. Any Beam flag\n"
-                      "(--runner=FnApiRunner too) runs it on Beam.\n")
+                      "process without starting Beam: the same checks, errors, rows and shard bytes (in input order,\n"
+                      "--no_deterministic or not). Any Beam flag (--runner=FnApiRunner too) runs it on Beam.\n")
     return parser
 
 
@@ -183,6 +183,7 @@ def run(argv: Sequence[str] | None = None) -> Manifest:
     args, beam_args = read_flags(parser, argv)
     if in_process_problem(args, beam_args) is None:
         found = _classes(parser, args)
+        check_output(args, found.features, found.metadata)
         return write_here(found.examples(), args, found.features, found.metadata)
     return common.run_conversion(plan(argv))
 

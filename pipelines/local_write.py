@@ -19,6 +19,7 @@ from beam_shards.beam import write_in_process
 from beam_shards.progress import Tally, Watch
 from beam_shards.shards import DEFAULT_BATCH_BYTES, WriterOptions
 from beam_shards.storage import fs
+from beam_shards.versions import check_write
 from pipelines.bad_inputs import BadInputError, bad_input, record_bad_inputs
 from pipelines.rows import Rows, SetAside, checked
 from pipelines.where import Where
@@ -36,6 +37,13 @@ def in_process_problem(args: argparse.Namespace, beam_args: list[str]) -> str | 
     if args.dedup is not None:
         return "--dedup drops duplicates across workers, on Beam"
     return None
+
+
+def check_output(args: argparse.Namespace, features: Features | None, metadata: dict[str, Any]) -> None:
+    """What the sink checks when a pipeline is built, before any input is read: that `args.mode` may
+    write over what is at `args.output`, and with `features` known, that they fit an append's
+    cache; so errors come in the order they come on Beam (raises as `versions.check_write`)."""
+    check_write(args.output, features, metadata, args.mode)
 
 
 def write_here(pairs: Iterable[tuple[Where, Any]], args: argparse.Namespace, features: Features,

@@ -19,7 +19,7 @@ from beam_shards.storage import fs
 from pipelines.cast_batches import examples
 from pipelines.flags import input_files, read_flags
 from pipelines.inference import inferring
-from pipelines.local_write import in_process_problem, write_here
+from pipelines.local_write import check_output, in_process_problem, write_here
 from pipelines.summaries import Summary, merge
 from pipelines.tabular import TabularFormat, before_reading, features_of_summary, metadata_of, say_widened
 
@@ -58,6 +58,7 @@ def convert(tabular: TabularFormat, parser: argparse.ArgumentParser, args: argpa
       TooManyBadError: more bad inputs than `--max_bad` allows; nothing is published.
     """
     files, summarize, features = before_reading(tabular, parser, args)
+    check_output(args, features, metadata_of(tabular, args))
     batches = [batch for path in files for batch in tabular.read_file(path)]
     if features is None:
         summary = Summary()

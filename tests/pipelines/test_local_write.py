@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from beam_shards import read_metadata
+from beam_shards import Features, Value, read_metadata
 from beam_shards.versions.bad_inputs import read_bad_inputs
 from pipelines import common, csv as csv_pipeline, image_folder, jsonl, local_write, tabular_local
 
@@ -63,6 +63,15 @@ def _jsonl_input(root) -> list[str]:
     return ["--input", str(path)]
 
 
+def _sparse_lists_input(root) -> list[str]:
+    """Lists of text mostly empty, and lists of lists: once the write in process laid their rows out
+    otherwise than a run read back does, and wrote the same rows in other bytes."""
+    path = root / "lists.jsonl"
+    path.write_text("".join(json.dumps({"tags": ["red", "blue"] if i % 150 == 0 else [],
+                                        "grid": [["a"] * (i % 3)] * (i % 2), "n": i}) + "\n" for i in range(2000)))
+    return ["--input", str(path)]
+
+
 def _image_folder_input(root) -> list[str]:
     """Class folders of JPEGs, one of them not a JPEG at all (refused by the write)."""
     for i in range(240):
@@ -73,8 +82,9 @@ def _image_folder_input(root) -> list[str]:
 
 
 @pytest.mark.parametrize("pipeline, make_input, rows", [
-    (csv_pipeline, _csv_input, 296), (jsonl, _jsonl_input, 399), (image_folder, _image_folder_input, 239)],
-    ids=["csv", "jsonl", "image_folder"])
+    (csv_pipeline, _csv_input, 296), (jsonl, _jsonl_input, 399), (jsonl, _sparse_lists_input, 2000),
+    (image_folder, _image_folder_input, 239)],
+    ids=["csv", "jsonl", "jsonl of sparse lists", "image_folder"])
 def test_in_process_and_on_beam_write_the_same_cache(tmp_path, engines, pipeline, make_input, rows):
     argv = make_input(tmp_path) + SMALL + ["--max_bad", "10"]
     here, beam = str(tmp_path / "here"), str(tmp_path / "beam")
@@ -86,10 +96,11 @@ def test_in_process_and_on_beam_write_the_same_cache(tmp_path, engines, pipeline
     mine, theirs = read_metadata(here), read_metadata(beam)
     assert mine.num_rows == theirs.num_rows == rows
     assert mine.features == theirs.features and mine.metadata == theirs.metadata
-    assert mine.metadata["bad_inputs"]["skipped"] == (4 if pipeline is csv_pipeline else 1)
+    skipped = {csv_pipeline: 4, jsonl: 1 if make_input is _jsonl_input else 0, image_folder: 1}[pipeline]
+    assert mine.metadata["bad_inputs"]["skipped"] == skipped
     listed = [[{key: value for key, value in record.items() if key != "write_id"} for record in read_bad_inputs(path)]
               for path in (here, beam)]
-    assert listed[0] == listed[1] and len(listed[0]) == mine.metadata["bad_inputs"]["skipped"]
+    assert listed[0] == listed[1] and len(listed[0]) == skipped
     assert not os.path.exists(os.path.join(here, "_staging"))
 
 
@@ -103,6 +114,25 @@ def test_a_bad_input_fails_both_alike_and_publishes_nothing(tmp_path, engines, c
         assert not os.path.exists(tmp_path / output / "_metadata.json")
     assert engines == ["in process", "beam"]
     assert errors[0] == errors[1] and ("part-0.csv, line 22" in errors[0]), errors
+
+
+@pytest.mark.parametrize("flags", [["--mode", "error"], ["--mode", "append", "--features", "FEATURES"]],
+                         ids=["a cache there, --mode error", "an append of other features"])
+def test_what_the_output_refuses_is_said_before_any_input_is_read_in_both(tmp_path, engines, capsys, flags):
+    (tmp_path / "f.json").write_text(json.dumps(Features({"n": Value("string")}).to_dict()))
+    flags = [str(tmp_path / "f.json") if flag == "FEATURES" else flag for flag in flags]
+    (tmp_path / "good.csv").write_text("n\n1\n2\n")
+    (tmp_path / "bad.csv").write_text("n\n1\n2,3\n")
+    errors = []
+    for output, beam in (("here", []), ("beam", [ON_BEAM])):
+        out = str(tmp_path / output)
+        assert common.main(csv_pipeline.run, ["--input", str(tmp_path / "good.csv"), "--output", out, *SMALL]) == 0
+        capsys.readouterr()
+        assert common.main(csv_pipeline.run, ["--input", str(tmp_path / "bad.csv"), "--output", out, *SMALL, *flags,
+                                              *beam]) == 1
+        errors.append(capsys.readouterr().err.replace(out, "OUT"))
+        assert read_metadata(out).version == 1
+    assert errors[0] == errors[1] and "line 3" not in errors[0], errors
 
 
 def test_the_features_of_an_empty_input_are_a_usage_error_in_process_too(tmp_path, engines, capsys):
