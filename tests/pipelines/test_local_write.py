@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 
 import pytest
 
@@ -164,3 +165,41 @@ def test_what_runs_on_beam(tmp_path, engines, monkeypatch):
     assert engines == ["beam", "in process"]
     assert len(shard_digests(str(tmp_path / "big"))) >= 3
     assert shard_digests(str(tmp_path / "big")) == shard_digests(str(tmp_path / "small"))
+
+
+def _random_jsonl(path, seed: int) -> None:
+    """Rows of columns of random kinds, nulls, missing keys and empty lists among them, in batches
+    that fit the features and (a row of text among ints) batches that go row by row."""
+    rng = random.Random(seed)
+    kinds = rng.sample(["int", "float", "text", "texts", "ints", "struct", "grid", "mixed"], 5)
+    values = {
+        "int": lambda: rng.choice([None, rng.randint(-10**9, 10**9)]),
+        "float": lambda: rng.choice([None, rng.random() / 10 ** rng.randint(0, 6)]),
+        "text": lambda: "".join(rng.choice("ab é😀") for _ in range(rng.randint(0, 12))),
+        "texts": lambda: ["q" * rng.randint(0, 5) for _ in range(rng.choice([0, 0, 0, 1, 3]))],
+        "ints": lambda: [rng.randint(0, 9) for _ in range(rng.randint(0, 4))],
+        "struct": lambda: {"a": rng.randint(0, 5), **({"b": "x" * rng.randint(0, 3)} if rng.random() < 0.5 else {})},
+        "grid": lambda: [["g"] * rng.randint(0, 2) for _ in range(rng.randint(0, 2))],
+        "mixed": lambda: rng.choice([rng.randint(0, 99), "text"]) if rng.random() < 0.01 else rng.randint(0, 99),
+    }
+    with open(path, "w") as handle:
+        for _ in range(rng.randint(500, 3000)):
+            row = {kind: values[kind]() for kind in kinds if rng.random() < 0.95}
+            handle.write(json.dumps(row) + "\n")
+
+
+def test_random_json_lines_give_the_same_cache_in_process_and_on_beam(tmp_path, engines):
+    seeds = range(4)
+    argvs = {}
+    for seed in seeds:
+        _random_jsonl(tmp_path / f"{seed}.jsonl", seed)
+        argvs[seed] = ["--input", str(tmp_path / f"{seed}.jsonl"), "--batch_size", "64", "--shard_size", "16KB",
+                       "--progress", "0"]
+        jsonl.run(argvs[seed] + ["--output", str(tmp_path / f"{seed}-here")])
+    common.run_conversions([jsonl.plan(argvs[seed] + ["--output", str(tmp_path / f"{seed}-beam"), ON_BEAM])
+                            for seed in seeds])
+    assert engines.count("in process") == len(seeds)
+    for seed in seeds:
+        here, beam = str(tmp_path / f"{seed}-here"), str(tmp_path / f"{seed}-beam")
+        assert shard_digests(here) == shard_digests(beam), seed
+        assert read_metadata(here).features == read_metadata(beam).features, seed
