@@ -57,7 +57,7 @@ def check_store(path: str) -> None:
     if scheme not in STORE_SCHEMES:
         return
     bucket, _ = _split(path)
-    arguments = stores.s3_arguments(stores.beam_options()) if scheme == "s3" else {}
+    arguments = stores.s3_client_arguments() if scheme == "s3" else {}
     settings = stores.S3Settings.from_env() if scheme == "s3" else stores.GcsSettings.from_env()
     key = (os.getpid(), scheme, bucket, settings, tuple(sorted(arguments.items())))
     if key in _checked:
@@ -132,10 +132,9 @@ def _for_scheme(path: str, what: str, s3, gs):
 
 
 def _s3_create_if_absent(path: str, data: bytes) -> bool:
-    from apache_beam.io.aws.clients.s3 import boto3_client
     from botocore.exceptions import ClientError
 
-    client = boto3_client.Client(options=stores.beam_options()).client
+    client = stores.s3_client()
     bucket, key = _split(path)
     attempt = 0
     while True:
@@ -170,11 +169,10 @@ def _too_large(path: str, size: int, limit: int | None) -> None:
 
 
 def _s3_read_object(path: str, limit: int | None) -> bytes:
-    from apache_beam.io.aws.clients.s3 import boto3_client
     from botocore.exceptions import ClientError
 
     check_store(path)
-    client = boto3_client.Client(options=stores.beam_options()).client
+    client = stores.s3_client()
     bucket, key = _split(path)
     try:
         response = client.get_object(Bucket=bucket, Key=key)

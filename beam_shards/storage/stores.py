@@ -1,7 +1,9 @@
 """Object-store configuration: settings from the standard environment, for pyarrow's filesystems and Beam's.
 
 Beam's FileSystems get options from the environment outside a pipeline (a pipeline's
-own options stay), and Beam's S3 filesystem reuses its boto3 clients.
+own options stay), and Beam's S3 filesystem reuses its boto3 clients. A process that has
+not imported Beam (a training reader) makes its S3 clients from the environment itself,
+as Beam would outside a pipeline, and never imports it to read s3://.
 
 S3 takes `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible server),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and `AWS_REGION` or
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import types
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -69,6 +72,13 @@ class S3Settings:
                  "session_token": arguments.get("aws_session_token"), "region": arguments.get("region_name")}
         return dataclasses.replace(self, **{name: value for name, value in given.items() if value})
 
+    def client_arguments(self) -> dict:
+        """The S3 client's arguments these settings give, as `s3_arguments` gives them from the Beam
+        options built of them (`beam_flags`): SSL on, certificates verified as boto3 does by default."""
+        return {"endpoint_url": self.endpoint.url if self.endpoint else None, "region_name": self.region,
+                "aws_access_key_id": self.access_key_id, "aws_secret_access_key": self.secret_access_key,
+                "aws_session_token": self.session_token, "use_ssl": True, "verify": None}
+
     def beam_flags(self) -> list[str]:
         """Beam's `--s3_*` pipeline options for the variables that are set."""
         values = {"s3_endpoint_url": self.endpoint.url if self.endpoint else None,
@@ -105,7 +115,7 @@ def pyarrow_filesystem(scheme: str) -> pafs.FileSystem:
     """
     settings: S3Settings | GcsSettings
     if scheme == "s3":
-        settings = S3Settings.from_env().with_arguments(s3_arguments(beam_options()))
+        settings = S3Settings.from_env().with_arguments(s3_client_arguments())
     elif scheme == "gs":
         settings = GcsSettings.from_env()
     else:
@@ -170,6 +180,35 @@ def beam_options() -> PipelineOptions:
     return beam_filesystems()._pipeline_options
 
 
+def s3_client_arguments() -> dict:
+    """The arguments S3 clients are built with: from a pipeline's options when Beam runs in this process
+    (`s3_arguments`), else from the environment, as Beam's FileSystems would take them outside a
+    pipeline, without importing Beam (a reader in a training process then never pays its import,
+    its memory, or the garbage collection of its objects)."""
+    if "apache_beam" in sys.modules:
+        return s3_arguments(beam_options())
+    return S3Settings.from_env().client_arguments()
+
+
+def s3_client() -> Any:
+    """A boto3 S3 client of `s3_client_arguments`, as Beam's S3 filesystem builds it; one per process and
+    configuration (`_Boto3WithSharedClients`)."""
+    if "apache_beam" in sys.modules:
+        from apache_beam.io.aws.clients.s3 import boto3_client
+
+        return boto3_client.Client(options=beam_options()).client
+    return _direct_boto3().client(service_name="s3", api_version=None, **s3_client_arguments())
+
+
+def _direct_boto3() -> _Boto3WithSharedClients:
+    global _DIRECT
+    if _DIRECT is None:
+        import boto3
+
+        _DIRECT = _Boto3WithSharedClients(boto3)
+    return _DIRECT
+
+
 # options -> the S3 client's arguments from them: reading all options parses Beam's
 # argument list again (about 20 ms), and every store call checks its bucket.
 _arguments_of: weakref.WeakKeyDictionary[PipelineOptions, dict] = weakref.WeakKeyDictionary()
@@ -216,6 +255,9 @@ class _Boto3WithSharedClients:
 
     def __getattr__(self, name: str):
         return getattr(self._boto3, name)
+
+
+_DIRECT: _Boto3WithSharedClients | None = None  # boto3 clients made here, without Beam
 
 
 def _share_boto3_clients() -> None:

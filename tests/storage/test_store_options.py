@@ -3,6 +3,9 @@ bucket, and reading all of Beam's options parses its argument list again (about 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from beam_shards import ArrowBackend, Features, Value, write_shards
@@ -23,3 +26,21 @@ def test_reading_every_shard_of_a_cache_reads_the_options_at_most_once(store, mo
     assert backend.slice(0, backend.num_rows).column("id").to_pylist() == list(range(60))
     assert backend.num_shards >= 12, "the cache has the many shards this is about"
     assert len(reads) <= 1, f"Beam's options were read {len(reads)} times"
+
+
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+def test_a_reader_in_a_process_without_beam_reads_s3_without_importing_it(store, tmp_path):
+    # Importing Beam cost a training reader 1-3 s, 100 MB and a full garbage collection of its objects
+    # in the middle of its first reads (warm disk-cache random reads at 0.36x local disk's).
+    path = store.uri("cache")
+    write_shards(({"id": i} for i in range(60)), path, Features({"id": Value("int64")}), max_rows_per_shard=7)
+    script = ("import sys\n"
+              "from beam_shards import ShardedDataset\n"
+              f"ds = ShardedDataset({path!r}, cache_dir={str(tmp_path / 'disk_cache')!r})\n"
+              "ids = [ds[i]['id'] for i in range(len(ds))]\n"
+              "assert ids == list(range(60)), ids\n"
+              f"assert ShardedDataset({path!r})[59]['id'] == 59\n"
+              "print(sorted(name for name in sys.modules if name.split('.')[0] == 'apache_beam'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
