@@ -280,7 +280,7 @@ def report(medians: dict[tuple[str, str], dict[str, float]], counted: dict[tuple
                 fetched = "-" if count is None else f"{count['fetched'] / count['rows']:,.0f}"
                 cells.append(f"{fetched:>11}{result['rss'] / 2**20:>8.0f}")
         print(f"{CONFIGS[config]:<24}{''.join(cells)}")
-    print("peak RSS MiB once the dataset is open, before the clock (imports; Beam's S3 client reads the manifest): "
+    print("peak RSS MiB once the dataset is open, before the clock (imports; the S3 client that reads the manifest): "
           + ", ".join(f"{CONFIGS[config]} {medians[(config, 'random')]['rss_open'] / 2**20:.0f}" for config in configs))
     if ("s3", "random") in counted:
         ranged = counted[("s3", "random")]
