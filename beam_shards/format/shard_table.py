@@ -247,7 +247,9 @@ class ShardTable(Sequence[ShardInfo]):
         k = bisect.bisect_right(self._first_rows, row) - 1
         segment = self._segment(k)
         local = segment.locate(row - self._first_rows[k])
-        return self._first_shards[k] + local, self._first_rows[k] + int(segment.starts[local])
+        starts = segment.starts_list  # a list's item is a Python int already: no numpy scalar to convert
+        return self._first_shards[k] + local, self._first_rows[k] + (int(segment.starts[local]) if starts is None
+                                                                        else starts[local])
 
     def shard_ids(self, rows: np.ndarray) -> np.ndarray:
         """The shard holding each of `rows` (int64, in range)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,6 +17,7 @@ from beam_shards.format.catalog import read_metadata
 from beam_shards.format.manifest import Manifest
 from beam_shards.format.shard_table import ShardTable
 from beam_shards.format.table_files import ShardInfo
+from beam_shards.read.forks import forks
 from beam_shards.read.indexing import as_int, check_index, check_indices
 from beam_shards.read.open_shard import CachedBatch, OpenShard, readers_of, rows_of
 from beam_shards.read.shard_loading import load_shard
@@ -126,11 +126,11 @@ class ArrowBackend:
         self._resident: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._resident_bytes = 0
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._forks = forks()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_open", "_resident", "_resident_bytes", "_lock", "_pid"):
+        for name in ("_open", "_resident", "_resident_bytes", "_lock", "_forks"):
             del state[name]
         return state
 
@@ -304,7 +304,7 @@ class ArrowBackend:
         return ids
 
     def _shard(self, shard_id: int, sequential: bool = False) -> OpenShard:
-        if os.getpid() != self._pid:
+        if forks() != self._forks:  # a child forked since (a DataLoader worker): its parent's maps, locks
             self._reset()
         with self._lock:
             shard = self._open.get(shard_id)
