@@ -44,24 +44,18 @@ def sizes(paths: list[str]) -> dict[str, int | None]:
 
 
 def list_files(patterns: list[str]) -> dict[str, int]:
-    """Path -> size of every file matching any of the glob `patterns`."""
+    """Path -> size of every file matching any of the glob `patterns` (-1 for a local path without a glob
+    character that is not a regular file, as `sizes` gives it)."""
     if not patterns:
         return {}
     if all(fs.is_local(p) and not _GLOB.search(p) for p in patterns):
-        # Local paths without a glob character: what Beam's match gives them, without importing Beam.
-        sizes = {fs.beam_path(p): stat_size(fs.beam_path(p)) for p in patterns}
-        return {p: n for p, n in sizes.items() if n is not None}
+        # Local paths without a glob character: every one that exists, as Beam's match gives them,
+        # without importing Beam.
+        found = sizes([fs.beam_path(p) for p in patterns])
+        return {p: n for p, n in found.items() if n is not None}
     results = store_errors.retried(patterns[0], "list", lambda: fs.beam_filesystems(patterns[0]).match(
         [fs.beam_path(p) for p in patterns]))
     return {meta.path: meta.size_in_bytes for result in results for meta in result.metadata_list}
-
-
-def stat_size(path: str) -> int | None:
-    """The size of the local file or folder at `path` (a folder's as `os.stat` gives it), None if there is none."""
-    try:
-        return os.stat(path).st_size
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def list_dir(folder: str, pattern: str = "*", *, recursive: bool = False) -> dict[str, int]:
