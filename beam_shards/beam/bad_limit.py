@@ -26,15 +26,23 @@ class Skipped(NamedTuple):
     first: list[tuple[Any, str]]
 
 
-def check_max_bad(max_bad: int | float | None) -> None:
-    """Raises ValueError for a `max_bad` that is neither None, a count (an int >= 0) nor a
-    fraction (a float from 0 to 1)."""
-    if max_bad is None:
-        return
-    if isinstance(max_bad, bool) or not isinstance(max_bad, (int, float)):
-        raise ValueError(f"max_bad must be a count (an int) or a fraction of the examples (a float); got {max_bad!r}")
-    if isinstance(max_bad, int) and max_bad < 0 or isinstance(max_bad, float) and not 0 <= max_bad <= 1:
-        raise ValueError(f"max_bad must be a count >= 0 or a fraction from 0.0 to 1.0; got {max_bad!r}")
+def check_skipping(on_bad: str, max_bad: int | float | None, set_aside: bool) -> None:
+    """Raises ValueError for what a write is told to do with bad examples that does not hold
+    together: an `on_bad` not in `ON_BAD`; a `max_bad` that is neither None, a count (an int
+    >= 0) nor a fraction (a float from 0 to 1), or given without `on_bad="skip"`; examples
+    `set_aside` without a `max_bad` to count them toward."""
+    if on_bad not in ON_BAD:
+        raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
+    if max_bad is not None:
+        if isinstance(max_bad, bool) or not isinstance(max_bad, (int, float)):
+            raise ValueError(f"max_bad must be a count (an int) or a fraction of the examples (a float); got "
+                             f"{max_bad!r}")
+        if isinstance(max_bad, int) and max_bad < 0 or isinstance(max_bad, float) and not 0 <= max_bad <= 1:
+            raise ValueError(f"max_bad must be a count >= 0 or a fraction from 0.0 to 1.0; got {max_bad!r}")
+        if on_bad != "skip":
+            raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")
+    if set_aside and max_bad is None:
+        raise ValueError("set_aside is counted toward max_bad; give max_bad too")
 
 
 def describe_limit(max_bad: int | float) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards.beam.bad_limit import ON_BAD, check_max_bad, check_skipped, skipped_of
+from beam_shards.beam.bad_limit import check_skipped, check_skipping, skipped_of
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import (KEY_COLUMN, chunk_in_key_order, chunk_of, chunk_rows, keyed, ranks,
                                       run_features, run_options, sorted_keys, write_chunk, write_run)
@@ -82,13 +82,7 @@ def write_in_process(pairs: Iterable[Any], path: str, features: Features, option
         (without `allow_empty`); nothing is published.
       ValueError: a pair without a key, keys that do not sort together, bad arguments.
     """
-    if on_bad not in ON_BAD:
-        raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
-    check_max_bad(max_bad)
-    if max_bad is not None and on_bad != "skip":
-        raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")
-    if set_aside and max_bad is None:
-        raise ValueError("set_aside is counted toward max_bad; give max_bad too")
+    check_skipping(on_bad, max_bad, bool(set_aside))
     metadata, since, column_types = check_write(path, features, metadata, mode)
     options = dataclasses.replace(options, column_types=column_types)
     if write_id is not None:
@@ -169,9 +163,10 @@ def _chunks_through_a_run(triples: list[tuple[Any, Any, Any]], path: str, featur
                           rows_per_chunk: int) -> tuple[dict[Any, Callable[[], pa.Table]], list[dict[str, Any]]]:
     """Each chunk's rows in key order, read back from the triples written as one run (examples that
     are not encoded yet are encoded there, or dead-lettered with `skip`), and the dead letters."""
-    runs = BundleWriter(path, run_features(features), run_options(options), skip, hidden=(KEY_COLUMN,))
+    keyed_features, keyed_options = run_features(features), run_options(options)
+    runs = BundleWriter(path, keyed_features, keyed_options, skip, hidden=(KEY_COLUMN,))
     letters, pieces = [], collections.defaultdict(list)
-    for output in write_run(runs, triples, write_id, run_features(features), run_options(options), rows_per_chunk):
+    for output in write_run(runs, triples, write_id, keyed_features, keyed_options, rows_per_chunk):
         if isinstance(output, dict):
             letters.append(output)
         else:

@@ -45,7 +45,7 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import deferred, ordered_bins, ordered_steps
-from beam_shards.beam.bad_limit import ON_BAD, check_max_bad, check_skipped
+from beam_shards.beam.bad_limit import check_skipped, check_skipping
 from beam_shards.beam.count_skipped import CountSkippedFn
 from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
@@ -284,13 +284,7 @@ class WriteToArrowShards(beam.PTransform):
                  max_bad: int | float | None = None, set_aside: beam.PCollection | None = None, dedup: Any = None):
         super().__init__()
         self._dedup = None if dedup is None else dedup_columns(dedup, deferred.known(features)) or "rows"
-        if on_bad not in ON_BAD:
-            raise ValueError(f"on_bad must be one of {ON_BAD}; got {on_bad!r}")
-        check_max_bad(max_bad)
-        if max_bad is not None and on_bad != "skip":
-            raise ValueError(f"max_bad limits what on_bad=\"skip\" skips; got on_bad={on_bad!r}")
-        if set_aside is not None and max_bad is None:
-            raise ValueError("set_aside is counted toward max_bad; give max_bad too")
+        check_skipping(on_bad, max_bad, set_aside is not None)
         self._max_bad = max_bad
         self._set_aside = set_aside
         self._on_bad = on_bad
