@@ -43,9 +43,20 @@ class Malformed:
         return f"Malformed({self.reason!r})"
 
 
-def bad_input(where: Where, error: Exception) -> tuple[Where, dict[str, Any]]:
+def bad_input(where: Where, error: Exception | str) -> tuple[Where, dict[str, Any]]:
     """A line of the bad-inputs list, after its key (the list is in input order)."""
     return where, {"input": str(where), "error": str(error)}
+
+
+def as_dead_letter(record: tuple[Where, dict[str, Any]]) -> dict[str, Any]:
+    """A line of the list (`bad_input`) as the sink's dead letters are, so the sink counts it toward `max_bad`."""
+    where, line = record
+    return {"key": where, "reason": line["error"]}
+
+
+def from_dead_letter(letter: dict[str, Any]) -> tuple[Where, dict[str, Any]]:
+    """The line of the list of an example the sink refused (one of its dead letters)."""
+    return bad_input(letter["key"], letter["reason"])
 
 
 def record_bad_inputs(records: list[tuple[Where, dict[str, Any]]], path: str, manifest: Manifest) -> None:

@@ -33,8 +33,7 @@ from beam_shards.format import MANIFEST_NAME
 from beam_shards.storage import folders, fs
 from beam_shards.terminal import say
 from pipelines import classes, common
-from pipelines.flags import read_flags
-from pipelines.local_write import check_output, in_process_problem, write_here
+from pipelines.local_write import check_output, run_here_or_on_beam, write_here
 from pipelines.where import Where
 
 if TYPE_CHECKING:
@@ -179,13 +178,13 @@ class _Classes(NamedTuple):
 def run(argv: Sequence[str] | None = None) -> Manifest:
     """Runs the pipeline with command-line flags `argv` (in this process given no Beam flag, a local
     input and output and no --dedup, `local_write`); returns the published manifest."""
-    parser = build_parser()
-    args, beam_args = read_flags(parser, argv)
-    if in_process_problem(args, beam_args) is None:
-        found = _classes(parser, args)
-        check_output(args, found.features, found.metadata)
-        return write_here(found.examples(), args, found.features, found.metadata)
-    return common.run_conversion(plan(argv))
+    return run_here_or_on_beam(argv, build_parser, _here, plan)
+
+
+def _here(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Manifest:
+    found = _classes(parser, args)
+    check_output(args, found.features, found.metadata)
+    return write_here(found.examples(), args, found.features, found.metadata)
 
 
 def plan(argv: Sequence[str] | None = None) -> common.Conversion:

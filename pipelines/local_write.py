@@ -11,7 +11,7 @@ one process too.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from beam_shards import EncodeError, Features, Manifest, new_write_id
@@ -20,9 +20,27 @@ from beam_shards.progress import Tally, Watch
 from beam_shards.shards import DEFAULT_BATCH_BYTES, WriterOptions
 from beam_shards.storage import fs
 from beam_shards.versions import check_write
-from pipelines.bad_inputs import BadInputError, bad_input, record_bad_inputs
-from pipelines.rows import Rows, SetAside, checked
+from pipelines.bad_inputs import BadInputError, as_dead_letter, from_dead_letter, record_bad_inputs
+from pipelines.flags import read_flags
+from pipelines.rows import SetAside, checked, rows_in
 from pipelines.where import Where
+
+
+def run_here_or_on_beam(argv: Sequence[str] | None, build_parser: Callable[[], argparse.ArgumentParser],
+        here: Callable[[argparse.ArgumentParser, argparse.Namespace], Manifest | None],
+        plan: Callable[[Sequence[str] | None], Any]) -> Manifest:
+    """Runs a pipeline with command-line flags `argv`: `here(parser, args)` when `in_process_problem`
+    finds none (it returns None for an input it leaves to Beam), else `plan(argv)`'s conversion on
+    Beam; returns the published manifest."""
+    parser = build_parser()
+    args, beam_args = read_flags(parser, argv)
+    if in_process_problem(args, beam_args) is None:
+        manifest = here(parser, args)
+        if manifest is not None:
+            return manifest
+    from pipelines.running import run_conversion
+
+    return run_conversion(plan(argv))
 
 
 def in_process_problem(args: argparse.Namespace, beam_args: list[str]) -> str | None:
@@ -62,7 +80,7 @@ def write_here(pairs: Iterable[tuple[Where, Any]], args: argparse.Namespace, fea
     with Watch(args.output, write_id, interval=args.progress.total_seconds()) as watch:
         tally = Tally(watch.folder)
         for pair in pairs:
-            tally.add(pair[1].table.num_rows if isinstance(pair[1], Rows) else 1)
+            tally.add(rows_in(pair[1]))
             for item in checked(pair, features, args.skip_bad):
                 (set_aside.append(item.record) if isinstance(item, SetAside) else kept.append(item))
         tally.flush()
@@ -72,10 +90,10 @@ def write_here(pairs: Iterable[tuple[Where, Any]], args: argparse.Namespace, fea
                 kept, args.output, features,
                 WriterOptions(args.shard_size, None, args.batch_size, DEFAULT_BATCH_BYTES, args.compression),
                 metadata=metadata, mode=args.mode, allow_empty=args.allow_empty, write_id=write_id,
-                set_aside=[{"key": where, "reason": record["error"]} for where, record in set_aside], **skipping)
+                set_aside=[as_dead_letter(record) for record in set_aside], **skipping)
         except EncodeError as error:  # the write refused an example: a bad input, as --skip_bad says
             raise BadInputError(str(error)) from None
     if args.skip_bad:
-        refused = [bad_input(letter["key"], letter["reason"]) for letter in written.letters]
-        record_bad_inputs(set_aside + refused, args.output, written.manifest)
+        record_bad_inputs(set_aside + [from_dead_letter(letter) for letter in written.letters], args.output,
+                          written.manifest)
     return written.manifest

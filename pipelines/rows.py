@@ -45,6 +45,11 @@ class Rows:
         return f"Rows({self.table.num_rows} rows)"
 
 
+def rows_in(example: Any) -> int:
+    """How many examples `example` stands for (`Rows` for several), as progress counts them."""
+    return example.table.num_rows if isinstance(example, Rows) else 1
+
+
 class SetAside(NamedTuple):
     """An input `checked` left out (`--skip_bad`): its line of the bad-inputs list (`bad_inputs.bad_input`)."""
 

@@ -11,15 +11,17 @@ input, a remote output or `--dedup` runs on Beam.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from beam_shards import Manifest
 from beam_shards.storage import fs
 from pipelines.cast_batches import examples
-from pipelines.flags import input_files, read_flags
+from pipelines.flags import input_files
 from pipelines.inference import inferring
-from pipelines.local_write import check_output, in_process_problem, write_here
+from pipelines.local_write import check_output, run_here_or_on_beam, write_here
 from pipelines.summaries import Summary, merge
 from pipelines.tabular import TabularFormat, before_reading, features_of_summary, metadata_of, say_widened
 
@@ -31,17 +33,22 @@ _COMPRESSED_GROWTH = 8
 
 def run(tabular: TabularFormat, argv: Sequence[str] | None = None) -> Manifest:
     """Runs the index-file pipeline of `tabular` with command-line flags `argv`, in this process when
-    `in_process_problem` finds none, else on Beam; returns the published manifest."""
-    parser = tabular.build_parser()
-    args, beam_args = read_flags(parser, argv)
-    if in_process_problem(args, beam_args) is None:
-        files = input_files(parser, args.input)
-        if _input_bytes(files) <= IN_PROCESS_BYTES:
-            return convert(tabular, parser, args)
-    from pipelines.running import run_conversion
-    from pipelines.tabular_beam import plan
+    `local_write.in_process_problem` finds none and the inputs are small, else on Beam; returns the
+    published manifest."""
+    return run_here_or_on_beam(argv, tabular.build_parser, functools.partial(_here, tabular),
+                               functools.partial(_plan_on_beam, tabular))
 
-    return run_conversion(plan(tabular, argv))
+
+def _here(tabular: TabularFormat, parser: argparse.ArgumentParser, args: argparse.Namespace) -> Manifest | None:
+    """`convert` when the inputs are of `IN_PROCESS_BYTES` or less together, else None (for Beam)."""
+    files = input_files(parser, args.input)
+    return convert(tabular, parser, args) if _input_bytes(files) <= IN_PROCESS_BYTES else None
+
+
+def _plan_on_beam(tabular: TabularFormat, argv: Sequence[str] | None) -> Any:
+    from pipelines.tabular_beam import plan  # imports Beam: only for a run on Beam
+
+    return plan(tabular, argv)
 
 
 def _input_bytes(files: list[str]) -> int:

@@ -18,9 +18,9 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from beam_shards import Features, WriteToArrowShards
 from beam_shards.beam import CheckFeatures, counters
 from beam_shards.progress import Tally
-from pipelines.bad_inputs import BAD, bad_input, record_bad_inputs
+from pipelines.bad_inputs import BAD, as_dead_letter, from_dead_letter, record_bad_inputs
 from pipelines.flags import dedup_flag
-from pipelines.rows import Rows, SetAside, checked
+from pipelines.rows import SetAside, checked, rows_in
 from pipelines.where import Where
 
 
@@ -48,8 +48,7 @@ class _CheckFn(beam.DoFn):
 
     def process(self, element: tuple[Where, Any], features: Features | None = None):
         if self._tally is not None:
-            example = element[1]
-            self._tally.add(example.table.num_rows if isinstance(example, Rows) else 1)
+            self._tally.add(rows_in(element[1]))
         for item in checked(element, self._features if features is None else features, self._skip_bad):
             if isinstance(item, SetAside):
                 self._bad.inc()
@@ -80,15 +79,14 @@ def write_cache(examples: beam.PCollection, args: argparse.Namespace, features: 
     skipping = {"on_bad": "skip"} if args.skip_bad else {}
     if args.skip_bad and args.max_bad is not None:
         skipping["max_bad"] = args.max_bad
-        skipping["set_aside"] = checked[BAD] | "DeadLetters" >> beam.Map(
-            lambda item: {"key": item[0], "reason": item[1]["error"]})
+        skipping["set_aside"] = checked[BAD] | "DeadLetters" >> beam.Map(as_dead_letter)
     written = checked.examples | "WriteToArrowShards" >> WriteToArrowShards(
         args.output, features, shard_size_bytes=args.shard_size, batch_size=args.batch_size,
         compression=args.compression, metadata=metadata, mode=args.mode, write_id=write_id,
         allow_empty=args.allow_empty, deterministic=args.deterministic, dedup=dedup_flag(args), **skipping)
     if not args.skip_bad:
         return written
-    refused = written.bad | "BadExamples" >> beam.Map(lambda letter: bad_input(letter["key"], letter["reason"]))
+    refused = written.bad | "BadExamples" >> beam.Map(from_dead_letter)
     _ = ((checked[BAD], refused) | "AllBadInputs" >> beam.Flatten()
          | "CollectBadInputs" >> beam.combiners.ToList()
          | "ListBadInputs" >> beam.Map(record_bad_inputs, args.output, AsSingleton(written.manifest)))
