@@ -77,7 +77,7 @@ class S3Settings:
         options built of them (`beam_flags`): SSL on, certificates verified as boto3 does by default."""
         return {"endpoint_url": self.endpoint.url if self.endpoint else None, "region_name": self.region,
                 "aws_access_key_id": self.access_key_id, "aws_secret_access_key": self.secret_access_key,
-                "aws_session_token": self.session_token, "use_ssl": True, "verify": None}
+                "aws_session_token": self.session_token, "use_ssl": True, "verify": None, "api_version": None}
 
     def beam_flags(self) -> list[str]:
         """Beam's `--s3_*` pipeline options for the variables that are set."""
@@ -191,22 +191,18 @@ def s3_client_arguments() -> dict:
 
 
 def s3_client() -> Any:
-    """A boto3 S3 client of `s3_client_arguments`, as Beam's S3 filesystem builds it; one per process and
-    configuration (`_Boto3WithSharedClients`)."""
-    if "apache_beam" in sys.modules:
-        from apache_beam.io.aws.clients.s3 import boto3_client
-
-        return boto3_client.Client(options=beam_options()).client
-    return _direct_boto3().client(service_name="s3", api_version=None, **s3_client_arguments())
+    """A boto3 S3 client of `s3_client_arguments`, as Beam's S3 filesystem builds it, and shared with it:
+    one per process and configuration (`_Boto3WithSharedClients`)."""
+    return _shared_boto3().client(service_name="s3", **s3_client_arguments())
 
 
-def _direct_boto3() -> _Boto3WithSharedClients:
-    global _DIRECT
-    if _DIRECT is None:
+def _shared_boto3() -> _Boto3WithSharedClients:
+    global _SHARED
+    if _SHARED is None:
         import boto3
 
-        _DIRECT = _Boto3WithSharedClients(boto3)
-    return _DIRECT
+        _SHARED = _Boto3WithSharedClients(boto3)
+    return _SHARED
 
 
 # options -> the S3 client's arguments from them: reading all options parses Beam's
@@ -224,7 +220,7 @@ def s3_arguments(options: PipelineOptions) -> dict:
             "aws_access_key_id": values.get("s3_access_key_id"),
             "aws_secret_access_key": values.get("s3_secret_access_key"),
             "aws_session_token": values.get("s3_session_token"), "use_ssl": not values.get("s3_disable_ssl"),
-            "verify": values.get("s3_verify")}
+            "verify": values.get("s3_verify"), "api_version": values.get("s3_api_version")}
     return _arguments_of[options]
 
 
@@ -257,12 +253,13 @@ class _Boto3WithSharedClients:
         return getattr(self._boto3, name)
 
 
-_DIRECT: _Boto3WithSharedClients | None = None  # boto3 clients made here, without Beam
+_SHARED: _Boto3WithSharedClients | None = None  # the clients of this process, Beam's and `s3_client`'s
 
 
 def _share_boto3_clients() -> None:
-    """Makes Beam's S3 filesystem reuse boto3 clients (see `_Boto3WithSharedClients`); once per process."""
+    """Makes Beam's S3 filesystem reuse boto3 clients, those `s3_client` gives too (see
+    `_Boto3WithSharedClients`); once per process."""
     from apache_beam.io.aws.clients.s3 import boto3_client
 
     if boto3_client.boto3 is not None and not isinstance(boto3_client.boto3, _Boto3WithSharedClients):
-        boto3_client.boto3 = _Boto3WithSharedClients(boto3_client.boto3)
+        boto3_client.boto3 = _shared_boto3()
