@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,7 @@ class ColumnStatistics:
     def merge(self, other: ColumnStatistics) -> ColumnStatistics:
         classes = None
         if self.classes is not None and other.classes is not None:
-            classes = tuple(a + b for a, b in zip(self.classes, other.classes))
+            classes = tuple(map(operator.add, self.classes, other.classes))
         items = None if self.items is None or other.items is None else self.items + other.items
         return ColumnStatistics(self.rows + other.rows, self.nulls + other.nulls, _pick(min, self.min, other.min),
                                 _pick(max, self.max, other.max), classes, items)

@@ -98,6 +98,47 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.full(len(column), width, dtype=np.int64)
 
 
+def arrow_nbytes_bound(table: pa.Table) -> int | None:
+    """At least the sum of `arrow_row_nbytes(table)`, from buffer offsets alone (no array a row): what
+    lets a table that fits one batch skip sizing its rows. None for columns of lists of nested values,
+    whose items have no such bound."""
+    total = 8 * table.num_rows
+    for column in table.columns:
+        for chunk in column.chunks:
+            bound = _chunk_nbytes_bound(chunk)
+            if bound is None:
+                return None
+            total += bound
+    return total
+
+
+def _chunk_nbytes_bound(chunk: pa.Array) -> int | None:
+    """`_column_nbytes` of one array, summed or bounded above: a value's or list's length is at most its
+    offsets' step (a null's is counted 0 there and may be more here)."""
+    kind, rows = chunk.type, len(chunk)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind) \
+            or pa.types.is_large_string(kind):
+        return _offsets_span(chunk) + 8 * rows
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        if not pa.types.is_primitive(kind.value_type):
+            return None
+        return _offsets_span(chunk) * max(1, kind.value_type.bit_width // 8) + 8 * rows
+    if pa.types.is_struct(kind):
+        bounds = [_chunk_nbytes_bound(field) for field in chunk.flatten()]
+        return None if None in bounds else sum(bounds) + 8 * rows
+    return int(_column_nbytes(chunk[:1])[0]) * rows if rows else 0  # one size a row: fixed widths
+
+
+def _offsets_span(chunk: pa.Array) -> int:
+    """How far the offsets of a binary, string or list array step over its rows."""
+    if not len(chunk):
+        return 0
+    dtype = np.int64 if pa.types.is_large_binary(chunk.type) or pa.types.is_large_string(chunk.type) \
+        or pa.types.is_large_list(chunk.type) else np.int32
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=dtype)
+    return int(offsets[chunk.offset + len(chunk)] - offsets[chunk.offset])
+
+
 def _int64(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(array.to_numpy(), dtype=np.int64)
 

@@ -151,3 +151,91 @@ def test_row_sizes_follow_the_arrow_offsets():
         # row, id, image, label, embedding (8 float32), caption, tags
         expected.append(8 + 8 + len(row["image"]) + 8 + 8 + 8 * 4 + len(row["caption"]) + 8 + tags)
     assert arrow_row_nbytes(table).tolist() == expected
+
+
+
+_BOUNDED_TYPES = [pa.int8(), pa.bool_(), pa.float16(), pa.binary(), pa.large_string(), pa.list_(pa.int16()),
+                  pa.large_list(pa.bool_()), pa.list_(pa.float64(), 3), pa.struct({"a": pa.string(), "b": pa.int32()}),
+                  pa.null()]
+
+
+def _values_of(arrow_type: pa.DataType):
+    from hypothesis import strategies as st
+
+    if pa.types.is_null(arrow_type):
+        return st.none()
+    if pa.types.is_boolean(arrow_type):
+        value = st.booleans()
+    elif pa.types.is_integer(arrow_type):
+        value = st.integers(-100, 100)
+    elif pa.types.is_floating(arrow_type):
+        value = st.floats(-10, 10)
+    elif pa.types.is_binary(arrow_type):
+        value = st.binary(max_size=40)
+    elif pa.types.is_large_string(arrow_type) or pa.types.is_string(arrow_type):
+        value = st.text(max_size=20)
+    elif pa.types.is_fixed_size_list(arrow_type):
+        value = st.lists(_values_of(arrow_type.value_type), min_size=arrow_type.list_size,
+                         max_size=arrow_type.list_size)
+    elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        value = st.lists(_values_of(arrow_type.value_type), max_size=6)
+    else:
+        value = st.fixed_dictionaries({field.name: _values_of(field.type) for field in arrow_type})
+    return st.none() | value
+
+
+@pytest.mark.parametrize("arrow_type", _BOUNDED_TYPES, ids=str)
+def test_the_bound_from_offsets_is_the_rows_sizes_summed(arrow_type):
+    from hypothesis import given, settings, strategies as st
+
+    from beam_shards.shards.row_sizes import arrow_nbytes_bound, arrow_row_nbytes
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.data())
+    def check(data):
+        values = pa.array(data.draw(st.lists(_values_of(arrow_type), max_size=12)), arrow_type)
+        sliced = values.slice(data.draw(st.integers(0, len(values))))
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(sliced)), max_size=2)))
+        edges = [0, *cuts, len(sliced)]
+        table = pa.table({"x": pa.chunked_array([sliced.slice(a, b - a) for a, b in zip(edges, edges[1:])],
+                                                arrow_type)})
+        # pyarrow gives a null no bytes, so the bound from offsets is the sum itself
+        assert arrow_nbytes_bound(table) == int(arrow_row_nbytes(table).sum())
+
+    check()
+
+
+def test_the_bound_counts_bytes_under_a_null_that_the_rows_sizes_do_not():
+    from beam_shards.shards.row_sizes import arrow_nbytes_bound, arrow_row_nbytes
+
+    # row 1 is null, yet its offsets step over 5 bytes ("hello")
+    values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(bytes([0b01])),
+                                                    pa.py_buffer(np.array([0, 2, 7], np.int32).tobytes()),
+                                                    pa.py_buffer(b"hihello")])
+    table = pa.table({"x": values})
+    assert arrow_row_nbytes(table).tolist() == [8 + 2 + 8, 8 + 8]
+    assert arrow_nbytes_bound(table) == 8 + 2 + 8 + 8 + 5 + 8
+
+
+def test_a_list_of_nested_values_has_no_bound():
+    from beam_shards.shards.row_sizes import arrow_nbytes_bound
+
+    assert arrow_nbytes_bound(pa.table({"x": pa.array([[["a"]]])})) is None
+
+
+@pytest.mark.parametrize("batch_bytes", [1 << 30, 3000], ids=["one batch", "cut by sizes"])
+def test_a_table_within_one_batch_is_written_as_sizing_each_row_would_cut_it(tmp_path, monkeypatch, batch_bytes):
+    from beam_shards.shards import writer
+
+    table = FEATURES.encode_batch(_table(range(40)))
+    digests = []
+    for bounded in (True, False):
+        if not bounded:
+            monkeypatch.setattr(writer, "arrow_nbytes_bound", lambda table: None)
+        out = tmp_path / str(bounded)
+        manifest = write_shards([table], str(out), FEATURES, shard_size_bytes=1 << 24, batch_bytes=batch_bytes,
+                                progress=False)
+        digests.append([shard.checksum for shard in manifest.shards])
+        batches = [len(batch) for batch in ArrowBackend.open(str(out)).iter_batches()]
+        assert (batches == [40]) == (batch_bytes > 1 << 20)
+    assert digests[0] == digests[1]
