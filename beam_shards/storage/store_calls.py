@@ -99,7 +99,7 @@ def _check_gcs(path: str, bucket: str) -> None:
     from google.auth.exceptions import GoogleAuthError
 
     try:
-        _gcs_client().get_bucket(bucket, timeout=_CHECK_TIMEOUTS_SECONDS, retry=None)
+        stores.gcs_client().get_bucket(bucket, timeout=_CHECK_TIMEOUTS_SECONDS, retry=None)
     except exceptions.NotFound:
         raise StoreAccessError(f"there is no bucket {bucket!r} for {path}") from None
     except exceptions.Unauthorized:
@@ -193,7 +193,7 @@ def _gcs_read_object(path: str, limit: int | None) -> bytes:
     # One request, so one generation of the object; asking for no more than `limit + 1` bytes
     # tells a too-large object without downloading it.
     try:
-        data = _gcs_client().bucket(bucket).blob(key).download_as_bytes(end=limit)
+        data = stores.gcs_client().bucket(bucket).blob(key).download_as_bytes(end=limit)
     except NotFound:
         raise FileNotFoundError(errno.ENOENT, "no such object", path) from None
     except RequestRangeNotSatisfiable:  # the answer to a range read of an empty object
@@ -203,17 +203,11 @@ def _gcs_read_object(path: str, limit: int | None) -> bytes:
     return data
 
 
-def _gcs_client():
-    from apache_beam.io.gcp import gcsio
-
-    return gcsio.GcsIO(pipeline_options=stores.beam_options()).client
-
-
 def _gcs_create_if_absent(path: str, data: bytes) -> bool:
     from google.api_core.exceptions import PreconditionFailed
 
     bucket, key = _split(path)
-    blob = _gcs_client().bucket(bucket).blob(key)
+    blob = stores.gcs_client().bucket(bucket).blob(key)
     try:
         blob.upload_from_string(data, content_type="application/octet-stream", if_generation_match=0)
     except PreconditionFailed:
@@ -225,7 +219,7 @@ def gcs_delete(paths: list[str]) -> None:
     """Deletes `gs://` objects one request each (absent ones are ignored)."""
     from google.api_core.exceptions import NotFound
 
-    client = _gcs_client()
+    client = stores.gcs_client()
 
     def delete(path: str) -> None:
         bucket, key = _split(path)

@@ -2,8 +2,8 @@
 
 Beam's FileSystems get options from the environment outside a pipeline (a pipeline's
 own options stay), and Beam's S3 filesystem reuses its boto3 clients. A process that has
-not imported Beam (a training reader) makes its S3 clients from the environment itself,
-as Beam would outside a pipeline, and never imports it to read s3://.
+not imported Beam (a training reader) makes its S3 and GCS clients from the environment
+itself, as Beam would outside a pipeline, and never imports it to read s3:// or gs://.
 
 S3 takes `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an S3-compatible server),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` and `AWS_REGION` or
@@ -15,6 +15,7 @@ and pyarrow's alike); what is unset is left to each library's own defaults. GCS 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import threading
@@ -194,6 +195,40 @@ def s3_client() -> Any:
     """A boto3 S3 client of `s3_client_arguments`, as Beam's S3 filesystem builds it, and shared with it:
     one per process and configuration (`_Boto3WithSharedClients`)."""
     return _shared_boto3().client(service_name="s3", **s3_client_arguments())
+
+
+def gcs_client() -> Any:
+    """A google-cloud-storage client: Beam's (`GcsIO`, from a pipeline's options) when Beam runs in this
+    process; else one made from the environment as Beam makes it outside a pipeline, without importing
+    Beam: the emulator of `STORAGE_EMULATOR_HOST` anonymously, else Google's with the default
+    credentials, or anonymously when there are none. One per process and configuration."""
+    if "apache_beam" in sys.modules:
+        from apache_beam.io.gcp import gcsio
+
+        return gcsio.GcsIO(pipeline_options=beam_options()).client
+    key = (os.getpid(), GcsSettings.from_env())
+    if key not in _gcs_clients:  # two threads may both make one: either serves
+        _gcs_clients[key] = _gcs_client_from_env(key[1])
+    return _gcs_clients[key]
+
+
+_gcs_clients: dict[tuple[int, GcsSettings], Any] = {}
+
+
+def _gcs_client_from_env(settings: GcsSettings) -> Any:
+    from google.cloud import storage
+
+    if settings.emulator is not None:
+        return storage.Client.create_anonymous_client()
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, project = google.auth.default(scopes=storage.Client.SCOPE)
+    except DefaultCredentialsError as error:
+        logging.getLogger(__name__).warning("no Google default credentials (%s); reading gs:// anonymously", error)
+        return storage.Client.create_anonymous_client()
+    return storage.Client(credentials=credentials, project=project)
 
 
 def _shared_boto3() -> _Boto3WithSharedClients:

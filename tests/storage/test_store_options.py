@@ -28,13 +28,17 @@ def test_reading_every_shard_of_a_cache_reads_the_options_at_most_once(store, mo
     assert len(reads) <= 1, f"Beam's options were read {len(reads)} times"
 
 
-@pytest.mark.parametrize("store", ["s3"], indirect=True)
-def test_a_reader_in_a_process_without_beam_reads_s3_without_importing_it(store, tmp_path):
+@pytest.mark.parametrize("store", ["s3", "gs"], indirect=True)
+def test_a_reader_in_a_process_without_beam_reads_the_store_without_importing_it(store, tmp_path):
     # Importing Beam cost a training reader 1-3 s, 100 MB and a full garbage collection of its objects
     # in the middle of its first reads (warm disk-cache random reads at 0.36x local disk's).
     path = store.uri("cache")
     write_shards(({"id": i} for i in range(60)), path, Features({"id": Value("int64")}), max_rows_per_shard=7)
-    script = ("import sys\n"
+    script = ("import sys, traceback\n"
+              "class ShowWhoImportsBeam:\n"
+              "    def find_spec(self, name, *args):\n"
+              "        if name == 'apache_beam': traceback.print_stack()\n"
+              "sys.meta_path.insert(0, ShowWhoImportsBeam())\n"
               "from beam_shards import ShardedDataset\n"
               f"ds = ShardedDataset({path!r}, cache_dir={str(tmp_path / 'disk_cache')!r})\n"
               "ids = [ds[i]['id'] for i in range(len(ds))]\n"
@@ -43,4 +47,25 @@ def test_a_reader_in_a_process_without_beam_reads_s3_without_importing_it(store,
               "print(sorted(name for name in sys.modules if name.split('.')[0] == 'apache_beam'))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == "[]", done.stderr[:6000]
+
+
+def test_a_gcs_client_without_beam_takes_default_credentials_or_goes_anonymous(monkeypatch, caplog):
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from beam_shards.storage import stores
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setattr(google.auth, "default", lambda scopes: (AnonymousCredentials(), "a-project"))
+    client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
+    assert client.project == "a-project"
+
+    def no_credentials(scopes):
+        raise DefaultCredentialsError("none here")
+
+    monkeypatch.setattr(google.auth, "default", no_credentials)
+    client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
+    assert client.project is None and isinstance(client._credentials, AnonymousCredentials)
+    assert "no Google default credentials (none here)" in caplog.text
