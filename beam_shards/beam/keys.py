@@ -1,24 +1,32 @@
-"""The keys of a deterministic write, in a plain binary encoding: decoding stored bytes builds
-values, never runs code.
+"""The keys of a deterministic write, in a plain binary encoding whose byte order is the keys'
+order: a chunk's rows sort by their stored keys' bytes (Arrow's sort, no key decoded in Python),
+and decoding stored bytes builds values, never runs code.
 
-A key is None, a bool, int, float, str or bytes, or a tuple of keys nested at most
-`MAX_DEPTH` deep (a named tuple such as the pipelines' `Where` is a tuple; subclasses of
-the other types count as their base type). The encoding round-trips a key exactly (as its
-plain form: tuples, and the base types), so decoded keys sort as the keys did.
+A key is None, a bool, int, float (not NaN: it does not sort) or str or bytes, or a tuple of
+keys nested at most `MAX_DEPTH` deep (a named tuple such as the pipelines' `Where` is a tuple;
+subclasses of the other types count as their base type). The encoding round-trips a key
+exactly (as its plain form: tuples, and the base types), and two keys' bytes compare as the
+keys do (`<` on them), for keys that Python orders; keys Python holds equal but of other types
+(1, 1.0 and True; 0.0 and -0.0) are ordered by type.
 
 Format: one version byte, `VERSION`, then the key:
 
-    N                  None
-    T | F              True | False
-    i <n> <n bytes>    int: two's complement, big-endian
-    f <8 bytes>        float: IEEE 754 binary64, big-endian (NaN payloads and -0.0 kept)
-    s <n> <n bytes>    str: UTF-8 (lone surrogates passed through)
-    b <n> <n bytes>    bytes
-    t <n> <n keys>     tuple of n keys
+    0x02                        None
+    0x11 | 0x15                 -inf | inf
+    0x12 ~<magnitude> <kind>    a negative number (every byte of its magnitude inverted)
+    0x13 <kind>                 zero
+    0x14 <magnitude> <kind>     a positive number
+    0x20 <escaped> 00 00        str: UTF-8 (lone surrogates passed through)
+    0x30 <escaped> 00 00        bytes
+    0x40 <key>... 00            tuple
 
-`<n>` is an unsigned LEB128 varint of at most `_MAX_VARINT_BYTES` bytes. Anything else (an
-unknown tag, a length past the end, bytes after the key, a tuple nested too deep) is
-refused by `decode_key` with a `ValueError` naming the offset.
+A number's magnitude is its integer part (2 bytes of length, big-endian, then its bytes
+big-endian with no leading zero byte) and its fraction (the bytes of its binary digits,
+with no trailing zero byte, escaped, then 00 00); `<kind>` says what it was: 00 int, 01 bool,
+02 float, 03 the float -0.0. Escaped: each 00 byte as 00 FF, so the end mark 00 00 sorts
+before any byte that may follow, and a prefix before what it prefixes. Anything else (an
+unknown tag, a length past the end, a number not in this one form, bytes after the key, a
+tuple nested too deep) is refused by `decode_key` with a `ValueError` naming the offset.
 
 A deterministic write stores each row's `(key, row of its element)` pair this way
 (`encode_keyed_rows`, read back by `decode_keyed_row`).
@@ -26,16 +34,23 @@ A deterministic write stores each row's `(key, row of its element)` pair this wa
 
 from __future__ import annotations
 
-import struct
+import math
 from typing import Any, Union
 
 Key = Union[None, bool, int, float, str, bytes, tuple]
-VERSION = 1
+VERSION = 2
 MAX_DEPTH = 64
-_MAX_VARINT_BYTES = 8
-_FLOAT = struct.Struct(">d")
-_CONSTANTS = {b"N": None, b"T": True, b"F": False}
+_NONE, _NEGATIVE_INFINITY, _NEGATIVE, _ZERO, _POSITIVE, _INFINITY = 0x02, 0x11, 0x12, 0x13, 0x14, 0x15
+_STR, _BYTES, _TUPLE, _END = 0x20, 0x30, 0x40, 0x00
+_INT, _BOOL, _FLOAT, _NEGATIVE_ZERO = 0, 1, 2, 3  # a number's kind
+_ZEROS = {_INT: 0, _BOOL: False, _FLOAT: 0.0, _NEGATIVE_ZERO: -0.0}
+_MAX_INT_BYTES = 0xFFFF  # an integer part's length takes 2 bytes
+# The most bytes a float's integer part (below 2^1024) and fraction (binary digits to 2^-1074) take.
+_FLOAT_WHOLE_BYTES, _FLOAT_FRACTION_BYTES = 128, 135
+_INVERTED = bytes(range(255, -1, -1))  # a translation table: every byte inverted
 _KEY_TYPES = "tuples of str, int, float, bytes, bool and None"
+# How every stored (key, row) pair begins (the version byte, a tuple's tag) and ends (the tuple's end).
+PAIR_HEAD, PAIR_END = bytes([VERSION, _TUPLE]), bytes([_END])
 
 
 def plain_key(key: Any) -> Key:
@@ -43,14 +58,26 @@ def plain_key(key: Any) -> Key:
 
     Raises:
       TypeError: `key` is or holds a value of another type (a list, a numpy scalar, an
-        object...), naming its type, where it is in the key and the key; or is nested
-        deeper than `MAX_DEPTH`.
+        object...), naming its type, where it is in the key and the key; or a NaN (it does not
+        sort) or an int of more than 65,535 bytes; or is nested deeper than `MAX_DEPTH`.
     """
     return _plain(key, key, "key", 0)
 
 
 def _plain(value: Any, key: Any, where: str, depth: int) -> Key:
-    if value is None or type(value) in (bool, int, float, str, bytes):
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is bytes:
+        return value
+    if isinstance(value, tuple) and depth < MAX_DEPTH and all(map(_is_plain_scalar, value)):
+        return value if kind is tuple else tuple(value)  # a key of a pipeline, whose places need no names
+    if kind is int:
+        if value.bit_length() > 8 * _MAX_INT_BYTES:
+            raise TypeError(f"the key {_short(key)} holds an int of more than {_MAX_INT_BYTES:,} bytes at {where}")
+        return value
+    if kind is float:
+        if value != value:
+            raise TypeError(f"the key {_short(key)} holds a NaN at {where}, which does not sort; deterministic "
+                            "write keys must sort")
         return value
     if isinstance(value, tuple):
         if depth >= MAX_DEPTH:
@@ -58,18 +85,25 @@ def _plain(value: Any, key: Any, where: str, depth: int) -> Key:
         return tuple(_plain(item, key, f"{where}[{index}]", depth + 1) for index, item in enumerate(value))
     # Subclasses (IntEnum, numpy's float64 and str_...) as their base type, bypassing their own __str__ and such.
     if isinstance(value, int) and not isinstance(value, bool):
-        return int.__int__(value)
+        return _plain(int.__int__(value), key, where, depth)
     if isinstance(value, float):
-        return float.__float__(value)
+        return _plain(float.__float__(value), key, where, depth)
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bytes):
         return bytes(memoryview(value))
-    kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
-    what = f"is a {kind}" if where == "key" else f"holds a {kind} at {where}"
+    kind_name = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    what = f"is a {kind_name}" if where == "key" else f"holds a {kind_name} at {where}"
     hint = ("; use a tuple" if isinstance(value, list) else
             "; convert it with .item()" if type(value).__module__ == "numpy" else "")
     raise TypeError(f"deterministic write keys are {_KEY_TYPES}; the key {_short(key)} {what}{hint}")
+
+
+def _is_plain_scalar(value: Any) -> bool:
+    """Whether `value` is a key's scalar in its plain form already (`_plain` would give it back)."""
+    kind = type(value)
+    return (value is None or kind is bool or kind is str or kind is bytes
+            or kind is int and value.bit_length() <= 8 * _MAX_INT_BYTES or kind is float and value == value)
 
 
 def _short(key: Any) -> str:
@@ -90,48 +124,67 @@ def encode_key(key: Any) -> bytes:
 
 def encode_keyed_rows(key: Any, rows: int) -> list[bytes]:
     """The stored bytes of `(key, 0)`, `(key, 1)`, ... `(key, rows - 1)`, the key encoded once."""
-    head = bytearray([VERSION, ord("t"), 2])
+    head = bytearray([VERSION, _TUPLE])
     _encode(plain_key(key), head)
-    out = []
-    for row in range(rows):
+    head = bytes(head)
+    out = [head + bytes([_ZERO, _INT, _END])]
+    for row in range(1, rows):
         item = bytearray(head)
-        _encode(row, item)
+        _number(row, b"", False, _INT, item)
+        item.append(_END)
         out.append(bytes(item))
     return out
 
 
 def _encode(value: Key, out: bytearray) -> None:
+    kind = type(value)
     if value is None:
-        out += b"N"
-    elif value is True or value is False:
-        out += b"T" if value else b"F"
-    elif isinstance(value, int):
-        data = value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
-        _sized(b"i", data, out)
-    elif isinstance(value, float):
-        out += b"f" + _FLOAT.pack(value)
-    elif isinstance(value, str):
-        _sized(b"s", value.encode("utf-8", "surrogatepass"), out)
-    elif isinstance(value, bytes):
-        _sized(b"b", value, out)
+        out.append(_NONE)
+    elif kind is bool or kind is int:
+        if value:
+            _number(abs(value), b"", value < 0, _BOOL if kind is bool else _INT, out)
+        else:
+            out += bytes([_ZERO, _BOOL if kind is bool else _INT])
+    elif kind is float:
+        if value == 0:
+            out += bytes([_ZERO, _NEGATIVE_ZERO if math.copysign(1.0, value) < 0 else _FLOAT])
+        elif math.isinf(value):
+            out.append(_INFINITY if value > 0 else _NEGATIVE_INFINITY)
+        else:
+            numerator, denominator = abs(value).as_integer_ratio()  # the denominator is a power of two
+            whole, rest = divmod(numerator, denominator)
+            bits = denominator.bit_length() - 1
+            pad = -bits % 8
+            fraction = (rest << pad).to_bytes((bits + pad) // 8, "big").rstrip(b"\x00")
+            _number(whole, fraction, value < 0, _FLOAT, out)
+    elif kind is str:
+        out.append(_STR)
+        out += _escaped(value.encode("utf-8", "surrogatepass"))
+    elif kind is bytes:
+        out.append(_BYTES)
+        out += _escaped(value)
     else:
-        out += b"t"
-        _varint(len(value), out)
+        out.append(_TUPLE)
         for item in value:
             _encode(item, out)
+        out.append(_END)
 
 
-def _sized(tag: bytes, data: bytes, out: bytearray) -> None:
-    out += tag
-    _varint(len(data), out)
-    out += data
+def _number(whole: int, fraction: bytes, negative: bool, kind: int, out: bytearray) -> None:
+    """A nonzero number: its magnitude (`whole` and the `fraction`'s bytes), inverted when negative, then its kind."""
+    digits = whole.to_bytes((whole.bit_length() + 7) // 8, "big")
+    magnitude = len(digits).to_bytes(2, "big") + digits + _escaped(fraction)
+    if negative:
+        out.append(_NEGATIVE)
+        out += magnitude.translate(_INVERTED)
+    else:
+        out.append(_POSITIVE)
+        out += magnitude
+    out.append(kind)
 
 
-def _varint(number: int, out: bytearray) -> None:
-    while number >= 0x80:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
+def _escaped(data: bytes) -> bytes:
+    return data.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
 
 
 def decode_key(data: bytes) -> Key:
@@ -171,14 +224,12 @@ class KeyedRowDecoder:
                 row, end = _Decoder(data, MAX_DEPTH + 1).value(len(prefix), 1)
             except ValueError:
                 row, end = None, -1
-            if end == len(data) and type(row) is int and row >= 0:
+            if end == len(data) - 1 and data[end] == _END and type(row) is int and row >= 0:
                 return self._key, row
         key, row = decode_keyed_row(data)
-        # A pair is the version byte, then a tuple tag and its count 2, then the key and the row.
-        self._prefix = None
-        if isinstance(data, bytes) and data[1:3] == b"t\x02":
-            self._key, end = _Decoder(data, MAX_DEPTH + 1).value(3, 1)
-            self._prefix = data[:end]
+        # A pair is the version byte, then a tuple's tag, then the key and the row.
+        self._key, end = _Decoder(data, MAX_DEPTH + 1).value(2, 1)
+        self._prefix = data[:end]
         return key, row
 
 
@@ -196,7 +247,8 @@ def _decode(data: bytes, max_depth: int) -> Key:
 
 
 class _Decoder:
-    """Reads keys out of one stored key's bytes; every length is checked against what is left."""
+    """Reads keys out of one stored key's bytes; every length is checked against what is left, and
+    every number must be in the one form `_encode` gives it (so equal keys have equal bytes)."""
 
     def __init__(self, data: bytes, max_depth: int):
         self._data = data
@@ -204,48 +256,92 @@ class _Decoder:
 
     def value(self, at: int, depth: int) -> tuple[Key, int]:
         """The key starting at byte `at`, and the byte after it."""
-        tag = self._take(at, 1, "a tag")
-        at += 1
-        if tag in _CONSTANTS:
-            return _CONSTANTS[tag], at
-        if tag == b"f":
-            return _FLOAT.unpack(self._take(at, 8, "a float"))[0], at + 8
-        if tag == b"t":
-            return self._tuple(at, depth)
-        if tag not in (b"i", b"s", b"b"):
-            raise ValueError(f"a stored key has an unknown tag {tag[0]:#04x} at byte {at - 1}")
-        size, at = self._varint(at)
-        raw = self._take(at, size, "a value")
-        if tag == b"b":
-            return raw, at + size
-        if tag == b"i":
-            return int.from_bytes(raw, "big", signed=True), at + size
-        try:
-            return raw.decode("utf-8", "surrogatepass"), at + size
-        except UnicodeDecodeError as error:
-            raise ValueError(f"a stored key's text at byte {at} is not UTF-8: {error.reason}") from None
+        tag = self._byte(at, "a tag")
+        if tag == _NONE:
+            return None, at + 1
+        if tag in (_INFINITY, _NEGATIVE_INFINITY):
+            return (math.inf if tag == _INFINITY else -math.inf), at + 1
+        if tag == _ZERO:
+            kind = self._byte(at + 1, "a number's kind")
+            if kind not in _ZEROS:
+                raise ValueError(f"a stored key has an unknown number kind {kind:#04x} at byte {at + 1}")
+            return _ZEROS[kind], at + 2
+        if tag in (_POSITIVE, _NEGATIVE):
+            return self._number(at, tag == _NEGATIVE)
+        if tag in (_STR, _BYTES):
+            raw, end = self._unescaped(at + 1, inverted=False)
+            if tag == _BYTES:
+                return raw, end
+            try:
+                return raw.decode("utf-8", "surrogatepass"), end
+            except UnicodeDecodeError as error:
+                raise ValueError(f"a stored key's text at byte {at + 1} is not UTF-8: {error.reason}") from None
+        if tag == _TUPLE:
+            return self._tuple(at + 1, depth)
+        raise ValueError(f"a stored key has an unknown tag {tag:#04x} at byte {at}")
 
     def _tuple(self, at: int, depth: int) -> tuple[tuple, int]:
         if depth >= self._max_depth:
             raise ValueError(f"a stored key nests tuples deeper than {self._max_depth} levels (at byte {at - 1})")
-        count, at = self._varint(at)
-        if count > len(self._data) - at:  # every item takes a byte at least
-            raise ValueError(f"a stored key's tuple at byte {at} claims {count} items; "
-                             f"{len(self._data) - at} bytes are left")
         items = []
-        for _ in range(count):
+        while self._byte(at, "a tuple") != _END:
             item, at = self.value(at, depth + 1)
             items.append(item)
-        return tuple(items), at
+        return tuple(items), at + 1
 
-    def _varint(self, at: int) -> tuple[int, int]:
-        number = 0
-        for index in range(_MAX_VARINT_BYTES):
-            byte = self._take(at + index, 1, "a length")[0]
-            number |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                return number, at + index + 1
-        raise ValueError(f"a stored key's length at byte {at} is longer than {_MAX_VARINT_BYTES} bytes")
+    def _number(self, at: int, negative: bool) -> tuple[int | float, int]:
+        head = self._take(at + 1, 2, "a number's length")
+        size = int.from_bytes(head.translate(_INVERTED) if negative else head, "big")
+        digits = self._take(at + 3, size, "a number")
+        fraction, end = self._unescaped(at + 3 + size, inverted=negative)
+        if negative:
+            digits, fraction = digits.translate(_INVERTED), fraction.translate(_INVERTED)
+        kind = self._byte(end, "a number's kind")
+        whole = int.from_bytes(digits, "big")
+        if kind in (_INT, _BOOL) and not fraction:
+            value: int | float = -whole if negative else whole
+            if kind == _BOOL:
+                value = True if value == 1 else value
+        elif kind == _FLOAT:
+            if len(digits) > _FLOAT_WHOLE_BYTES or len(fraction) > _FLOAT_FRACTION_BYTES:
+                raise ValueError(f"a stored key's float at byte {at} has more digits than a float holds")
+            scale = 1 << (8 * len(fraction))
+            try:
+                value = (whole * scale + int.from_bytes(fraction, "big")) / scale
+            except OverflowError:
+                raise ValueError(f"a stored key's float at byte {at} is out of range") from None
+            value = -value if negative else value
+        else:
+            raise ValueError(f"a stored key's number at byte {at} is not in the one form a key is stored in "
+                             f"(kind {kind:#04x})")
+        canonical = bytearray()
+        _encode(value, canonical)
+        if canonical != self._data[at:end + 1]:
+            raise ValueError(f"a stored key's number at byte {at} is not in the one form a key is stored in")
+        return value, end + 1
+
+    def _unescaped(self, at: int, inverted: bool) -> tuple[bytes, int]:
+        """The escaped bytes from `at` up to their end mark, unescaped (still inverted if they are), and
+        the byte after the mark."""
+        zero, escape, close = (0xFF, 0x00, 0xFF) if inverted else (0x00, 0xFF, 0x00)
+        data, pieces, start = self._data, [], at
+        while True:
+            found = data.find(zero, at)
+            if found < 0 or found + 1 >= len(data):
+                raise ValueError(f"a stored key ends inside escaped bytes that start at byte {start}")
+            following = data[found + 1]
+            if following == close:
+                pieces.append(data[at:found])
+                return b"".join(pieces), found + 2
+            if following != escape:
+                raise ValueError(f"a stored key has byte {following:#04x} after an escape at byte {found}")
+            pieces.append(data[at:found + 1])
+            at = found + 2
+
+    def _byte(self, at: int, what: str) -> int:
+        if at >= len(self._data):
+            raise ValueError(f"a stored key ends inside {what} at byte {at}")
+        return self._data[at]
 
     def _take(self, at: int, size: int, what: str) -> bytes:
         if size > len(self._data) - at:

@@ -47,8 +47,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from beam_shards.beam.keys import KeyedRowDecoder, encode_keyed_rows
+from beam_shards.beam.keys import PAIR_END, PAIR_HEAD, KeyedRowDecoder, encode_keyed_rows
 from beam_shards.beam.staging import BundleWriter
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
@@ -142,14 +143,14 @@ def _row_keys(key: Any, rows: int) -> pa.Array:
     return pa.array(encode_keyed_rows(key, rows), pa.large_binary())
 
 
-def _stored_keys(column: Iterable[bytes], where: str) -> list[tuple[Any, int]]:
-    """The `(key, row)` pairs of a key column of `where` (run shards).
+def _stored_keys(column: Iterable[bytes], where: str, first: int = 0) -> list[tuple[Any, int]]:
+    """The `(key, row)` pairs of a key column of `where` (run shards), its first value row `first` of it.
 
     Raises:
       CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
     """
     pairs, decode = [], KeyedRowDecoder()
-    for index, data in enumerate(column):
+    for index, data in enumerate(column, first):
         try:
             pairs.append(decode(data))
         except ValueError as error:
@@ -217,20 +218,37 @@ def read_piece(piece: Piece, features: Features, options: WriterOptions) -> pa.T
 
 def in_key_order(table: pa.Table) -> pa.Table:
     """The rows of a chunk sorted by key; rows of one key by their values, so their order does not
-    depend on the order they arrived in.
+    depend on the order they arrived in. Stored keys sort by their bytes (`keys`: byte order is key
+    order), so no key is decoded.
 
     Raises:
-      CorruptCacheError: a stored key does not decode (naming its row in the chunk).
+      CorruptCacheError: a stored key is not one `encode_keyed_rows` writes (naming its row in the chunk).
     """
-    keys = _stored_keys(table.column(KEY_COLUMN).to_pylist(), "the chunk")
-    order = sorted_keys(range(len(keys)), key=keys.__getitem__)
-    if any(keys[a] == keys[b] for a, b in zip(order, order[1:])):
-        rows = table.drop_columns([KEY_COLUMN]).to_pylist()
+    column = table.column(KEY_COLUMN)
+    _check_stored_pairs(column)
+    order = pc.sort_indices(column)
+    stored = column.take(order)
+    if len(stored) > 1 and pc.any(pc.equal(stored.slice(1), stored.slice(0, len(stored) - 1))).as_py():
+        keys, rows = column.to_pylist(), table.drop_columns([KEY_COLUMN]).to_pylist()
         # pickle.dumps only serializes the row's values into a sort key: nothing is ever unpickled.
-        order = sorted_keys(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
+        order = sorted(range(len(keys)), key=lambda i: (keys[i], pickle.dumps(rows[i], protocol=4)))
     return table.take(order)
 
 
+def _check_stored_pairs(column: pa.ChunkedArray) -> None:
+    """Refuses a key column whose values are not stored pairs in their outline (version, tuple, end):
+    bytes planted in the staging sort as bytes, never decoded, and pickled ones are refused here.
+
+    Raises:
+      CorruptCacheError: naming the first such row and what `decode_keyed_row` makes of it.
+    """
+    heads = pc.equal(pc.binary_slice(column, 0, len(PAIR_HEAD)), pa.scalar(PAIR_HEAD, column.type))
+    ends = pc.equal(pc.binary_slice(column, -len(PAIR_END)), pa.scalar(PAIR_END, column.type))
+    outlined = pc.fill_null(pc.and_(heads, ends), False)
+    if pc.all(outlined).as_py() is not False:
+        return
+    row = pc.index(outlined, False).as_py()
+    _stored_keys([column[row].as_py()], "the chunk", first=row)  # raises: no such value decodes as a pair
 
 
 def write_run(runs: BundleWriter, pairs: list[tuple[Any, Any, Any]], write_id: str, features: Features,
