@@ -7,26 +7,29 @@ keys nested at most `MAX_DEPTH` deep (a named tuple such as the pipelines' `Wher
 subclasses of the other types count as their base type). The encoding round-trips a key
 exactly (as its plain form: tuples, and the base types), and two keys' bytes compare as the
 keys do (`<` on them), for keys that Python orders; keys Python holds equal but of other types
-(1, 1.0 and True; 0.0 and -0.0) are ordered by type.
+(1, 1.0 and True; 0.0 and -0.0) are ordered by their types.
 
-Format: one version byte, `VERSION`, then the key:
+Format: one version byte, `VERSION`, then the key, then one byte for each of its numbers, in
+order, saying what it was (`<kinds>`: 00 int, 01 bool, 02 float, 03 the float -0.0), so that
+numbers Python holds equal have equal bytes where they stand and keys that differ later still
+sort by what follows:
 
     0x02                        None
     0x11 | 0x15                 -inf | inf
-    0x12 ~<magnitude> <kind>    a negative number (every byte of its magnitude inverted)
-    0x13 <kind>                 zero
-    0x14 <magnitude> <kind>     a positive number
+    0x12 ~<magnitude>           a negative number (every byte of its magnitude inverted)
+    0x13                        zero
+    0x14 <magnitude>            a positive number
     0x20 <escaped> 00 00        str: UTF-8 (lone surrogates passed through)
     0x30 <escaped> 00 00        bytes
     0x40 <key>... 00            tuple
 
 A number's magnitude is its integer part (2 bytes of length, big-endian, then its bytes
 big-endian with no leading zero byte) and its fraction (the bytes of its binary digits,
-with no trailing zero byte, escaped, then 00 00); `<kind>` says what it was: 00 int, 01 bool,
-02 float, 03 the float -0.0. Escaped: each 00 byte as 00 FF, so the end mark 00 00 sorts
-before any byte that may follow, and a prefix before what it prefixes. Anything else (an
-unknown tag, a length past the end, a number not in this one form, bytes after the key, a
-tuple nested too deep) is refused by `decode_key` with a `ValueError` naming the offset.
+with no trailing zero byte, escaped, then 00 00). Escaped: each 00 byte as 00 FF, so the end
+mark 00 00 sorts before any byte that may follow, and a prefix before what it prefixes.
+Anything else (an unknown tag or kind, a length past the end, a number not in this one form or
+not of its kind, bytes after the kinds, a tuple nested too deep) is refused by `decode_key` with
+a `ValueError` naming the offset.
 
 A deterministic write stores each row's `(key, row of its element)` pair this way
 (`encode_keyed_rows`, read back by `decode_keyed_row`).
@@ -45,12 +48,12 @@ _STR, _BYTES, _TUPLE, _END = 0x20, 0x30, 0x40, 0x00
 _INT, _BOOL, _FLOAT, _NEGATIVE_ZERO = 0, 1, 2, 3  # a number's kind
 _ZEROS = {_INT: 0, _BOOL: False, _FLOAT: 0.0, _NEGATIVE_ZERO: -0.0}
 _MAX_INT_BYTES = 0xFFFF  # an integer part's length takes 2 bytes
-# The most bytes a float's integer part (below 2^1024) and fraction (binary digits to 2^-1074) take.
-_FLOAT_WHOLE_BYTES, _FLOAT_FRACTION_BYTES = 128, 135
+# The most bytes a float's fraction takes (binary digits down to 2^-1074).
+_FLOAT_FRACTION_BYTES = 135
 _INVERTED = bytes(range(255, -1, -1))  # a translation table: every byte inverted
 _KEY_TYPES = "tuples of str, int, float, bytes, bool and None"
-# How every stored (key, row) pair begins (the version byte, a tuple's tag) and ends (the tuple's end).
-PAIR_HEAD, PAIR_END = bytes([VERSION, _TUPLE]), bytes([_END])
+# How every stored (key, row) pair begins (the version byte, a tuple's tag) and ends (its row's kind, an int).
+PAIR_HEAD, PAIR_LAST = bytes([VERSION, _TUPLE]), bytes([_INT])
 
 
 def plain_key(key: Any) -> Key:
@@ -107,7 +110,10 @@ def _is_plain_scalar(value: Any) -> bool:
 
 
 def _short(key: Any) -> str:
-    text = repr(key)
+    try:
+        text = repr(key)
+    except ValueError:  # Python prints no int of more than 4,300 digits
+        text = f"<a {type(key).__name__} holding an int too long to print>"
     return text if len(text) <= 200 else text[:200] + "..."
 
 
@@ -117,38 +123,42 @@ def encode_key(key: Any) -> bytes:
     Raises:
       TypeError: as `plain_key`.
     """
-    out = bytearray([VERSION])
-    _encode(plain_key(key), out)
-    return bytes(out)
+    out, kinds = bytearray([VERSION]), bytearray()
+    _encode(plain_key(key), out, kinds)
+    return bytes(out + kinds)
 
 
 def encode_keyed_rows(key: Any, rows: int) -> list[bytes]:
     """The stored bytes of `(key, 0)`, `(key, 1)`, ... `(key, rows - 1)`, the key encoded once."""
-    head = bytearray([VERSION, _TUPLE])
-    _encode(plain_key(key), head)
-    head = bytes(head)
-    out = [head + bytes([_ZERO, _INT, _END])]
+    head, kinds = bytearray([VERSION, _TUPLE]), bytearray()
+    _encode(plain_key(key), head, kinds)
+    head, tail = bytes(head), bytes([_END, *kinds, _INT])
+    out = [head + bytes([_ZERO]) + tail]
     for row in range(1, rows):
         item = bytearray(head)
-        _number(row, b"", False, _INT, item)
-        item.append(_END)
+        _number(row, b"", False, item)
+        item += tail
         out.append(bytes(item))
     return out
 
 
-def _encode(value: Key, out: bytearray) -> None:
+def _encode(value: Key, out: bytearray, kinds: bytearray) -> None:
+    """Appends `value`'s bytes to `out` and the kinds of its numbers to `kinds`."""
     kind = type(value)
     if value is None:
         out.append(_NONE)
     elif kind is bool or kind is int:
         if value:
-            _number(abs(value), b"", value < 0, _BOOL if kind is bool else _INT, out)
+            _number(abs(value), b"", value < 0, out)
         else:
-            out += bytes([_ZERO, _BOOL if kind is bool else _INT])
+            out.append(_ZERO)
+        kinds.append(_BOOL if kind is bool else _INT)
     elif kind is float:
         if value == 0:
-            out += bytes([_ZERO, _NEGATIVE_ZERO if math.copysign(1.0, value) < 0 else _FLOAT])
-        elif math.isinf(value):
+            out.append(_ZERO)
+            kinds.append(_NEGATIVE_ZERO if math.copysign(1.0, value) < 0 else _FLOAT)
+            return
+        if math.isinf(value):
             out.append(_INFINITY if value > 0 else _NEGATIVE_INFINITY)
         else:
             numerator, denominator = abs(value).as_integer_ratio()  # the denominator is a power of two
@@ -156,7 +166,8 @@ def _encode(value: Key, out: bytearray) -> None:
             bits = denominator.bit_length() - 1
             pad = -bits % 8
             fraction = (rest << pad).to_bytes((bits + pad) // 8, "big").rstrip(b"\x00")
-            _number(whole, fraction, value < 0, _FLOAT, out)
+            _number(whole, fraction, value < 0, out)
+        kinds.append(_FLOAT)
     elif kind is str:
         out.append(_STR)
         out += _escaped(value.encode("utf-8", "surrogatepass"))
@@ -166,12 +177,12 @@ def _encode(value: Key, out: bytearray) -> None:
     else:
         out.append(_TUPLE)
         for item in value:
-            _encode(item, out)
+            _encode(item, out, kinds)
         out.append(_END)
 
 
-def _number(whole: int, fraction: bytes, negative: bool, kind: int, out: bytearray) -> None:
-    """A nonzero number: its magnitude (`whole` and the `fraction`'s bytes), inverted when negative, then its kind."""
+def _number(whole: int, fraction: bytes, negative: bool, out: bytearray) -> None:
+    """A nonzero number: its magnitude (`whole` and the `fraction`'s bytes), inverted when negative."""
     digits = whole.to_bytes((whole.bit_length() + 7) // 8, "big")
     magnitude = len(digits).to_bytes(2, "big") + digits + _escaped(fraction)
     if negative:
@@ -180,7 +191,6 @@ def _number(whole: int, fraction: bytes, negative: bool, kind: int, out: bytearr
     else:
         out.append(_POSITIVE)
         out += magnitude
-    out.append(kind)
 
 
 def _escaped(data: bytes) -> bytes:
@@ -208,31 +218,6 @@ def decode_keyed_row(data: bytes) -> tuple[Key, int]:
     return pair
 
 
-class KeyedRowDecoder:
-    """`decode_keyed_row` for a column of stored rows: a run of rows that share their key (as
-    `encode_keyed_rows` writes them) decodes the key once and then only each row's number,
-    with the same checks."""
-
-    def __init__(self):
-        self._prefix: bytes | None = None
-        self._key: Key = None
-
-    def __call__(self, data: bytes) -> tuple[Key, int]:
-        prefix = self._prefix
-        if prefix is not None and isinstance(data, bytes) and data.startswith(prefix):
-            try:
-                row, end = _Decoder(data, MAX_DEPTH + 1).value(len(prefix), 1)
-            except ValueError:
-                row, end = None, -1
-            if end == len(data) - 1 and data[end] == _END and type(row) is int and row >= 0:
-                return self._key, row
-        key, row = decode_keyed_row(data)
-        # A pair is the version byte, then a tuple's tag, then the key and the row.
-        self._key, end = _Decoder(data, MAX_DEPTH + 1).value(2, 1)
-        self._prefix = data[:end]
-        return key, row
-
-
 def _decode(data: bytes, max_depth: int) -> Key:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"a stored key is bytes, not {type(data).__name__}")
@@ -240,10 +225,18 @@ def _decode(data: bytes, max_depth: int) -> Key:
     if not data or data[0] != VERSION:
         found = f"version byte {data[0]}" if data else "no bytes"
         raise ValueError(f"a stored key starts with version byte {VERSION}; found {found}")
-    key, end = _Decoder(data, max_depth).value(1, 0)
-    if end != len(data):
-        raise ValueError(f"a stored key ends at byte {end} but {len(data) - end} more bytes follow")
-    return key
+    decoder = _Decoder(data, max_depth)
+    shape, end = decoder.value(1, 0)
+    return decoder.with_kinds(shape, end)
+
+
+class _Number:
+    """A number read from where it stands in a key, until its kind (after the key) says what it is."""
+
+    __slots__ = ("at", "end", "tag", "whole", "fraction")
+
+    def __init__(self, at: int, end: int, tag: int, whole: int = 0, fraction: bytes = b""):
+        self.at, self.end, self.tag, self.whole, self.fraction = at, end, tag, whole, fraction
 
 
 class _Decoder:
@@ -253,22 +246,18 @@ class _Decoder:
     def __init__(self, data: bytes, max_depth: int):
         self._data = data
         self._max_depth = max_depth
+        self._numbers: list[_Number] = []
 
-    def value(self, at: int, depth: int) -> tuple[Key, int]:
-        """The key starting at byte `at`, and the byte after it."""
+    def value(self, at: int, depth: int) -> tuple[Any, int]:
+        """The key starting at byte `at` (its numbers as `_Number`s, in `_numbers` too), and the byte after it."""
         tag = self._byte(at, "a tag")
         if tag == _NONE:
             return None, at + 1
-        if tag in (_INFINITY, _NEGATIVE_INFINITY):
-            return (math.inf if tag == _INFINITY else -math.inf), at + 1
-        if tag == _ZERO:
-            kind = self._byte(at + 1, "a number's kind")
-            if kind not in _ZEROS:
-                raise ValueError(f"a stored key has an unknown number kind {kind:#04x} at byte {at + 1}")
-            return _ZEROS[kind], at + 2
-        if tag in (_POSITIVE, _NEGATIVE):
-            return self._number(at, tag == _NEGATIVE)
-        if tag in (_STR, _BYTES):
+        if tag in (_INFINITY, _NEGATIVE_INFINITY, _ZERO):
+            number = _Number(at, at + 1, tag)
+        elif tag in (_POSITIVE, _NEGATIVE):
+            number = self._magnitude(at, tag)
+        elif tag in (_STR, _BYTES):
             raw, end = self._unescaped(at + 1, inverted=False)
             if tag == _BYTES:
                 return raw, end
@@ -276,9 +265,21 @@ class _Decoder:
                 return raw.decode("utf-8", "surrogatepass"), end
             except UnicodeDecodeError as error:
                 raise ValueError(f"a stored key's text at byte {at + 1} is not UTF-8: {error.reason}") from None
-        if tag == _TUPLE:
+        elif tag == _TUPLE:
             return self._tuple(at + 1, depth)
-        raise ValueError(f"a stored key has an unknown tag {tag:#04x} at byte {at}")
+        else:
+            raise ValueError(f"a stored key has an unknown tag {tag:#04x} at byte {at}")
+        self._numbers.append(number)
+        return number, number.end
+
+    def with_kinds(self, shape: Any, end: int) -> Key:
+        """The key `value` read, its numbers made what the kinds from byte `end` (one each, then nothing) say."""
+        kinds = self._data[end:]
+        if len(kinds) != len(self._numbers):
+            raise ValueError(f"a stored key's {len(self._numbers)} numbers have {len(kinds)} kind bytes after "
+                             f"it (from byte {end})")
+        values = {id(number): self._typed(number, kind) for number, kind in zip(self._numbers, kinds)}
+        return _filled(shape, values)
 
     def _tuple(self, at: int, depth: int) -> tuple[tuple, int]:
         if depth >= self._max_depth:
@@ -289,36 +290,47 @@ class _Decoder:
             items.append(item)
         return tuple(items), at + 1
 
-    def _number(self, at: int, negative: bool) -> tuple[int | float, int]:
+    def _magnitude(self, at: int, tag: int) -> _Number:
+        negative = tag == _NEGATIVE
         head = self._take(at + 1, 2, "a number's length")
         size = int.from_bytes(head.translate(_INVERTED) if negative else head, "big")
         digits = self._take(at + 3, size, "a number")
         fraction, end = self._unescaped(at + 3 + size, inverted=negative)
         if negative:
             digits, fraction = digits.translate(_INVERTED), fraction.translate(_INVERTED)
-        kind = self._byte(end, "a number's kind")
-        whole = int.from_bytes(digits, "big")
-        if kind in (_INT, _BOOL) and not fraction:
-            value: int | float = -whole if negative else whole
+        if len(fraction) > _FLOAT_FRACTION_BYTES:
+            raise ValueError(f"a stored key's number at byte {at} has more fraction digits than a float holds")
+        return _Number(at, end, tag, int.from_bytes(digits, "big"), fraction)
+
+    def _typed(self, number: _Number, kind: int) -> int | float:
+        """What `number` is as `kind` says, if its bytes are that value's one form."""
+        tag = number.tag
+        if kind not in _ZEROS:
+            raise ValueError(f"a stored key has an unknown number kind {kind:#04x} for its number at byte {number.at}")
+        if tag == _ZERO:
+            return _ZEROS[kind]
+        if kind in (_INT, _BOOL) and tag in (_POSITIVE, _NEGATIVE) and not number.fraction:
+            value: int | float = -number.whole if tag == _NEGATIVE else number.whole
             if kind == _BOOL:
                 value = True if value == 1 else value
-        elif kind == _FLOAT:
-            if len(digits) > _FLOAT_WHOLE_BYTES or len(fraction) > _FLOAT_FRACTION_BYTES:
-                raise ValueError(f"a stored key's float at byte {at} has more digits than a float holds")
-            scale = 1 << (8 * len(fraction))
+        elif kind == _FLOAT and tag in (_INFINITY, _NEGATIVE_INFINITY):
+            value = math.inf if tag == _INFINITY else -math.inf
+        elif kind == _FLOAT and tag in (_POSITIVE, _NEGATIVE):
+            scale = 1 << (8 * len(number.fraction))
             try:
-                value = (whole * scale + int.from_bytes(fraction, "big")) / scale
+                value = (number.whole * scale + int.from_bytes(number.fraction, "big")) / scale
             except OverflowError:
-                raise ValueError(f"a stored key's float at byte {at} is out of range") from None
-            value = -value if negative else value
+                raise ValueError(f"a stored key's float at byte {number.at} is out of range") from None
+            value = -value if tag == _NEGATIVE else value
         else:
-            raise ValueError(f"a stored key's number at byte {at} is not in the one form a key is stored in "
+            value = None  # no such value: refused below
+        canonical, kinds = bytearray(), bytearray()
+        if value is not None:
+            _encode(value, canonical, kinds)
+        if value is None or canonical != self._data[number.at:number.end] or kinds != bytes([kind]):
+            raise ValueError(f"a stored key's number at byte {number.at} is not in the one form a key is stored in "
                              f"(kind {kind:#04x})")
-        canonical = bytearray()
-        _encode(value, canonical)
-        if canonical != self._data[at:end + 1]:
-            raise ValueError(f"a stored key's number at byte {at} is not in the one form a key is stored in")
-        return value, end + 1
+        return value
 
     def _unescaped(self, at: int, inverted: bool) -> tuple[bytes, int]:
         """The escaped bytes from `at` up to their end mark, unescaped (still inverted if they are), and
@@ -348,3 +360,12 @@ class _Decoder:
             raise ValueError(f"a stored key ends inside {what} at byte {at} ({size} bytes wanted, "
                              f"{len(self._data) - at} left)")
         return self._data[at:at + size]
+
+
+def _filled(shape: Any, values: dict[int, Key]) -> Key:
+    """`shape` with each `_Number` in it replaced by its value."""
+    if isinstance(shape, _Number):
+        return values[id(shape)]
+    if isinstance(shape, tuple):
+        return tuple(_filled(item, values) for item in shape)
+    return shape

@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.beam.keys import PAIR_END, PAIR_HEAD, KeyedRowDecoder, encode_keyed_rows
+from beam_shards.beam.keys import PAIR_HEAD, PAIR_LAST, decode_keyed_row, encode_keyed_rows
 from beam_shards.beam.staging import BundleWriter
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
@@ -149,10 +149,10 @@ def _stored_keys(column: Iterable[bytes], where: str, first: int = 0) -> list[tu
     Raises:
       CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
     """
-    pairs, decode = [], KeyedRowDecoder()
+    pairs = []
     for index, data in enumerate(column, first):
         try:
-            pairs.append(decode(data))
+            pairs.append(decode_keyed_row(data))
         except ValueError as error:
             raise CorruptCacheError(f"row {index} of {where} holds no key a deterministic write stores: {error}; "
                                     "the write's staging was altered (nothing was published)") from None
@@ -236,14 +236,14 @@ def in_key_order(table: pa.Table) -> pa.Table:
 
 
 def _check_stored_pairs(column: pa.ChunkedArray) -> None:
-    """Refuses a key column whose values are not stored pairs in their outline (version, tuple, end):
+    """Refuses a key column whose values are not stored pairs in their outline (version, tuple, the row's kind):
     bytes planted in the staging sort as bytes, never decoded, and pickled ones are refused here.
 
     Raises:
       CorruptCacheError: naming the first such row and what `decode_keyed_row` makes of it.
     """
     heads = pc.equal(pc.binary_slice(column, 0, len(PAIR_HEAD)), pa.scalar(PAIR_HEAD, column.type))
-    ends = pc.equal(pc.binary_slice(column, -len(PAIR_END)), pa.scalar(PAIR_END, column.type))
+    ends = pc.equal(pc.binary_slice(column, -len(PAIR_LAST)), pa.scalar(PAIR_LAST, column.type))
     outlined = pc.fill_null(pc.and_(heads, ends), False)
     if pc.all(outlined).as_py() is not False:
         return

@@ -124,3 +124,16 @@ def test_arguments_the_sink_refuses_are_refused_alike(tmp_path, kwargs, message)
         write_in_process([(0, {"x": 0})], str(tmp_path / "cache"), Features({"x": Value("int64")}), WriterOptions(),
                          **kwargs)
     assert not os.path.exists(tmp_path / "cache" / "_metadata.json")
+
+
+def test_keys_that_tie_in_one_place_give_one_order_through_the_run_and_without_it(tmp_path):
+    # Python holds 1.0 == 1 == True, so the keys below sort by their last place; the run sorts stored bytes
+    keys = [("f", 0, 1.0, "a"), ("f", 0, True, "c"), ("f", 0, 1, "b")]
+    as_dicts = [(key, {"file": key[3], "position": 0, "text": ""}) for key in keys]
+    as_batches = [(key, EncodedRows(FEATURES.encode_batch(pa.table({"file": [key[3]], "position": [0], "text": [""]}))))
+                  for key in keys]
+    orders = []
+    for name, pairs in (("dicts", as_dicts), ("batches", as_batches)):
+        write_in_process(pairs, str(tmp_path / name), FEATURES, WriterOptions(**WRITE))
+        orders.append([row["file"] for row in ShardedDataset(str(tmp_path / name))])
+    assert orders == [["a", "b", "c"], ["a", "b", "c"]]

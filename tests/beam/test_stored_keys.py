@@ -117,19 +117,3 @@ def test_keys_of_every_plain_type_are_written_in_key_order(tmp_path):
     _write(path, pairs)
     assert [row["file"] for row in ShardedDataset(path)] == [repr(key) for key in sorted(keys)]
 
-
-def test_a_column_decoder_reads_every_row_as_decode_keyed_row_does_damaged_rows_included():
-    from beam_shards.beam.keys import KeyedRowDecoder, decode_keyed_row, encode_keyed_rows
-
-    column = encode_keyed_rows(("a.jsonl", 1), 3) + encode_keyed_rows(("a.jsonl", 2), 2) + encode_keyed_rows(7, 2)
-    decode = KeyedRowDecoder()
-    assert [decode(data) for data in column] == [decode_keyed_row(data) for data in column]
-    shared = column[0][:-2]  # the key's bytes, the row's tag and length cut off
-    for damaged in (shared + b"i\x09" + b"\x00" * 9 + b"x", shared + b"s\x01x", shared + b"i\x01\xff", shared):
-        decode = KeyedRowDecoder()
-        decode(column[0])
-        with pytest.raises(ValueError) as expected:
-            decode_keyed_row(damaged)
-        with pytest.raises(ValueError) as raised:
-            decode(damaged)
-        assert str(raised.value) == str(expected.value)

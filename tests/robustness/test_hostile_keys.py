@@ -53,6 +53,9 @@ SHAPES = [
     st.tuples(TEXT, st.integers(), TEXT),
     st.tuples(st.binary(max_size=4), st.floats(allow_nan=False), st.tuples(st.integers(), st.booleans())),
     st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans()),
+    # numbers Python holds equal though of other types (1, 1.0, True; 0.0, -0.0), then what tells the keys apart
+    st.tuples(st.one_of(st.integers(-2, 2), st.sampled_from([-1.0, -0.0, 0.0, 1.0, 1.5]), st.booleans()),
+              st.one_of(st.integers(-2, 2), st.floats(-2, 2), st.booleans()), TEXT),
 ]
 
 
@@ -159,10 +162,28 @@ def test_claimed_lengths_past_the_end_and_numbers_out_of_form_are_refused():
                           (version + b"\x20abc", "ends inside escaped bytes"),
                           (version + b"\x30a\x00\x01", "after an escape"),
                           (version + b"\x14\x00\x02\x00\x01\x00\x00\x00", "not in the one form"),  # a leading 0
-                          (version + b"\x14\x00\x00\x80\x00\x00\x00\x00", "not in the one form"),  # 0.5 as an int
-                          (version + b"\x14\x00\x00\x80\x00\x00\x00\x00\x02", "not in the one form"),  # a 0 digit
-                          (version + b"\x14\x00\x81" + b"\x01" * 129 + b"\x00\x00\x02", "more digits than a float"),
+                          (version + b"\x14\x00\x00\x80\x00\x00\x00", "not in the one form"),  # 0.5 as an int
+                          (version + b"\x14\x00\x00\x80\x00\xff\x00\x00\x02", "not in the one form"),  # a last 0
+                          (version + b"\x14\x00\x00" + b"\x01" * 136 + b"\x00\x00\x02", "more fraction digits"),
+                          (version + b"\x14\xff\xff" + b"\x01" * 0xFFFF + b"\x00\x00\x02", "out of range"),
                           (version + b"\x14\x00\x01\x02\x00\x00\x01", "not in the one form"),  # bool 2
-                          (version + b"\x13\x07", "unknown number kind")]:
+                          (version + b"\x15\x00", "not in the one form"),  # an int infinity
+                          (version + b"\x13\x07", "unknown number kind"),
+                          (version + b"\x13", "1 numbers have 0 kind bytes"),
+                          (version + b"\x13\x00\x00", "1 numbers have 2 kind bytes")]:
         with pytest.raises(ValueError, match=words):
             decode_key(forged)
+
+
+def test_keys_that_tie_in_one_place_still_sort_by_the_places_after_it():
+    keys = [(1.0, "a"), (1, "b"), (True, "c"), (-0.0, "a"), (0.0, "b"), (0, "c"), (False, "a")]
+    assert sorted(keys, key=encode_key) == sorted(keys)  # Python's stable sort keeps the ties as given
+    for key in keys:
+        assert _same(decode_key(encode_key(key)), key)
+
+
+def test_a_key_holding_an_int_too_long_to_print_is_refused_clearly():
+    with pytest.raises(TypeError, match="holding an int too long to print"):
+        plain_key((2**20000, [1]))
+    with pytest.raises(TypeError, match="an int of more than 65,535 bytes"):
+        plain_key(2**(8 * 65536))
