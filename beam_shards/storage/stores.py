@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -216,19 +217,30 @@ _gcs_clients: dict[tuple[int, GcsSettings], Any] = {}
 
 
 def _gcs_client_from_env(settings: GcsSettings) -> Any:
+    from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    if settings.emulator is not None:
-        return storage.Client.create_anonymous_client()
+    if settings.emulator is not None:  # its URL as pyarrow's filesystem takes it (a bare host:port gets http)
+        return storage.Client(project="<none>", credentials=AnonymousCredentials(),
+                              client_options={"api_endpoint": settings.emulator.url})
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
-    try:
-        credentials, project = google.auth.default(scopes=storage.Client.SCOPE)
-    except DefaultCredentialsError as error:
-        logging.getLogger(__name__).warning("no Google default credentials (%s); reading gs:// anonymously", error)
-        return storage.Client.create_anonymous_client()
-    return storage.Client(credentials=credentials, project=project)
+    for attempt in range(_CREDENTIAL_ATTEMPTS):
+        try:
+            credentials, project = google.auth.default(scopes=storage.Client.SCOPE)
+            return storage.Client(credentials=credentials, project=project)
+        except DefaultCredentialsError as error:  # a metadata server may answer late, as Beam retries for
+            if attempt + 1 < _CREDENTIAL_ATTEMPTS:
+                time.sleep(_CREDENTIAL_WAIT_SECONDS * 2 ** attempt)
+                continue
+            logging.getLogger(__name__).warning("no Google default credentials (%s); reading gs:// anonymously",
+                                                error)
+    return storage.Client.create_anonymous_client()
+
+
+# google.auth.default's tries before a reader goes anonymous, and the first wait between them (doubling).
+_CREDENTIAL_ATTEMPTS, _CREDENTIAL_WAIT_SECONDS = 3, 0.5
 
 
 def _shared_boto3() -> _Boto3WithSharedClients:

@@ -10,6 +10,8 @@ import pytest
 
 from beam_shards import ArrowBackend, Features, Value, write_shards
 
+from _stores import BUCKET
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -62,10 +64,23 @@ def test_a_gcs_client_without_beam_takes_default_credentials_or_goes_anonymous(m
     client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
     assert client.project == "a-project"
 
+    tries = []
+
     def no_credentials(scopes):
+        tries.append(scopes)
         raise DefaultCredentialsError("none here")
 
     monkeypatch.setattr(google.auth, "default", no_credentials)
+    monkeypatch.setattr(stores, "_CREDENTIAL_WAIT_SECONDS", 0.01)
     client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
     assert client.project is None and isinstance(client._credentials, AnonymousCredentials)
+    assert len(tries) == stores._CREDENTIAL_ATTEMPTS, "a metadata server may answer late: asked again first"
     assert "no Google default credentials (none here)" in caplog.text
+
+
+def test_a_gcs_client_without_beam_reaches_an_emulator_named_without_a_scheme(gcs_server, monkeypatch):
+    from beam_shards.storage import stores
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint.removeprefix("http://"))
+    client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
+    assert client.lookup_bucket(BUCKET) is not None
