@@ -144,7 +144,7 @@ def _row_keys(key: Any, rows: int) -> pa.Array:
 
 
 def _stored_keys(column: Iterable[bytes], where: str, first: int = 0) -> list[tuple[Any, int]]:
-    """The `(key, row)` pairs of a key column of `where` (run shards), its first value row `first` of it.
+    """The `(key, row)` pairs of a key column of `where` (run shards), whose first value is its row `first`.
 
     Raises:
       CorruptCacheError: a value is not a stored key (the staging was damaged or planted).

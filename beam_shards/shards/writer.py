@@ -22,7 +22,8 @@ from beam_shards.shards.ipc_layout import FOOTER_BLOCK_BYTES, first_batch_offset
 from beam_shards.shards.later import Later
 from beam_shards.shards.plain_rows import ENCODED, THREADED_ROWS, CheckedBatch, encode_each
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.row_sizes import arrow_nbytes_bound, arrow_row_nbytes, holds_strings, plain_sizer, row_nbytes, values_nbytes
+from beam_shards.shards.row_sizes import (arrow_nbytes_bound, arrow_row_nbytes, holds_strings, plain_sizer, row_nbytes,
+                                          values_nbytes)
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
 from beam_shards.shards.writer_inputs import BatchHook
 
