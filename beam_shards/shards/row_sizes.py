@@ -2,7 +2,8 @@
 
 `row_nbytes` sizes an encoded row, `plain_sizer` rows of plain values (whose types are
 known, so only lengths are read) and `arrow_row_nbytes` every row of a table from its
-offsets, per column with numpy, not per row.
+offsets, per column with numpy, not per row; `arrow_nbytes` their sum from offsets alone, so
+`batch_rows` cuts a table that fits one batch without sizing its rows.
 """
 
 from __future__ import annotations
@@ -98,34 +99,41 @@ def _column_nbytes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.full(len(column), width, dtype=np.int64)
 
 
-def arrow_nbytes_bound(table: pa.Table) -> int | None:
-    """At least the sum of `arrow_row_nbytes(table)`, from buffer offsets alone (no array a row): what
-    lets a table that fits one batch skip sizing its rows. None for columns of lists of nested values,
-    whose items have no such bound."""
-    total = 8 * table.num_rows
-    for column in table.columns:
-        for chunk in column.chunks:
-            bound = _chunk_nbytes_bound(chunk)
-            if bound is None:
-                return None
-            total += bound
-    return total
+def batch_rows(table: pa.Table, batch_size: int, batch_bytes: int) -> Callable[[int], int]:
+    """How `table` is cut into record batches: a function giving the rows of the batch that starts at
+    a row offset, at most `batch_size` rows and `batch_bytes` bytes (`arrow_row_nbytes`; a row larger
+    than that is a batch of its own). A table whose size (`arrow_nbytes`) fits one batch is not sized
+    row by row."""
+    total = table.num_rows
+    if total <= batch_size and arrow_nbytes(table) <= batch_bytes:
+        return lambda offset: total - offset
+    ends = np.concatenate([[0], np.cumsum(arrow_row_nbytes(table))])
+
+    def rows_from(offset: int) -> int:
+        fit = int(np.searchsorted(ends, ends[offset] + batch_bytes, side="right")) - 1 - offset
+        return min(batch_size, max(1, fit), total - offset)
+    return rows_from
 
 
-def _chunk_nbytes_bound(chunk: pa.Array) -> int | None:
-    """`_column_nbytes` of one array, summed or bounded above: a value's or list's length is at most its
-    offsets' step (a null's is counted 0 there and may be more here)."""
+def arrow_nbytes(table: pa.Table) -> int:
+    """At least the sum of `arrow_row_nbytes(table)` (its very sum for arrays pyarrow builds), from
+    offsets and lengths alone, without an array a row."""
+    return 8 * table.num_rows + sum(_chunk_nbytes(chunk) for column in table.columns for chunk in column.chunks)
+
+
+def _chunk_nbytes(chunk: pa.Array) -> int:
+    """`_column_nbytes` of one array, summed, or more: a value's or a list's length is taken as its offsets'
+    step, which a null may hold bytes under."""
     kind, rows = chunk.type, len(chunk)
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind) \
             or pa.types.is_large_string(kind):
         return _offsets_span(chunk) + 8 * rows
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        if not pa.types.is_primitive(kind.value_type):
-            return None
-        return _offsets_span(chunk) * max(1, kind.value_type.bit_width // 8) + 8 * rows
+        if pa.types.is_primitive(kind.value_type):
+            return _offsets_span(chunk) * max(1, kind.value_type.bit_width // 8) + 8 * rows
+        return _chunk_nbytes(chunk.flatten()) + 8 * rows  # the items of the rows, nulls' left out
     if pa.types.is_struct(kind):
-        bounds = [_chunk_nbytes_bound(field) for field in chunk.flatten()]
-        return None if None in bounds else sum(bounds) + 8 * rows
+        return sum(_chunk_nbytes(field) for field in chunk.flatten()) + 8 * rows
     return int(_column_nbytes(chunk[:1])[0]) * rows if rows else 0  # one size a row: fixed widths
 
 

@@ -22,8 +22,7 @@ from beam_shards.shards.ipc_layout import FOOTER_BLOCK_BYTES, first_batch_offset
 from beam_shards.shards.later import Later
 from beam_shards.shards.plain_rows import ENCODED, THREADED_ROWS, CheckedBatch, encode_each
 from beam_shards.shards.options import WriterOptions, WrittenShard
-from beam_shards.shards.row_sizes import (arrow_nbytes_bound, arrow_row_nbytes, holds_strings, plain_sizer, row_nbytes,
-                                          values_nbytes)
+from beam_shards.shards.row_sizes import batch_rows, holds_strings, plain_sizer, row_nbytes, values_nbytes
 from beam_shards.shards.shard_stream import PendingBytes, ShardStream
 from beam_shards.shards.writer_inputs import BatchHook
 
@@ -212,17 +211,10 @@ class ShardWriter:
         per row from the Arrow offsets; rotation then works as for single rows.
         """
         self._flush_all()
-        total = table.num_rows
-        if 0 < total <= self._batch_size and self._max_rows is None:
-            bound = arrow_nbytes_bound(table)
-            if bound is not None and bound <= self._batch_bytes:  # one batch, as sizing each row would cut it
-                self._write_batch(table.combine_chunks().to_batches()[0])
-                return
-        ends = np.concatenate([[0], np.cumsum(arrow_row_nbytes(table))])
+        rows_from = batch_rows(table, self._batch_size, self._batch_bytes)
         offset = 0
-        while offset < total:
-            fit = int(np.searchsorted(ends, ends[offset] + self._batch_bytes, side="right")) - 1 - offset
-            rows = min(self._batch_size, max(1, fit), total - offset)
+        while offset < table.num_rows:
+            rows = rows_from(offset)
             if self._max_rows is not None:
                 rows = min(rows, self._max_rows - self._shard_rows)
             self._write_batch(table.slice(offset, rows).combine_chunks().to_batches()[0])

@@ -156,7 +156,8 @@ def test_row_sizes_follow_the_arrow_offsets():
 
 _BOUNDED_TYPES = [pa.int8(), pa.bool_(), pa.float16(), pa.binary(), pa.large_string(), pa.list_(pa.int16()),
                   pa.large_list(pa.bool_()), pa.list_(pa.float64(), 3), pa.struct({"a": pa.string(), "b": pa.int32()}),
-                  pa.null()]
+                  pa.null(), pa.list_(pa.string()), pa.large_list(pa.list_(pa.int32())),
+                  pa.list_(pa.struct({"a": pa.binary()}))]
 
 
 def _values_of(arrow_type: pa.DataType):
@@ -185,10 +186,10 @@ def _values_of(arrow_type: pa.DataType):
 
 
 @pytest.mark.parametrize("arrow_type", _BOUNDED_TYPES, ids=str)
-def test_the_bound_from_offsets_is_the_rows_sizes_summed(arrow_type):
+def test_the_size_from_offsets_is_the_rows_sizes_summed(arrow_type):
     from hypothesis import given, settings, strategies as st
 
-    from beam_shards.shards.row_sizes import arrow_nbytes_bound, arrow_row_nbytes
+    from beam_shards.shards.row_sizes import arrow_nbytes, arrow_row_nbytes
 
     @settings(max_examples=60, deadline=None)
     @given(st.data())
@@ -199,14 +200,14 @@ def test_the_bound_from_offsets_is_the_rows_sizes_summed(arrow_type):
         edges = [0, *cuts, len(sliced)]
         table = pa.table({"x": pa.chunked_array([sliced.slice(a, b - a) for a, b in zip(edges, edges[1:])],
                                                 arrow_type)})
-        # pyarrow gives a null no bytes, so the bound from offsets is the sum itself
-        assert arrow_nbytes_bound(table) == int(arrow_row_nbytes(table).sum())
+        # pyarrow gives a null no bytes, so the size from offsets is the sum itself
+        assert arrow_nbytes(table) == int(arrow_row_nbytes(table).sum())
 
     check()
 
 
-def test_the_bound_counts_bytes_under_a_null_that_the_rows_sizes_do_not():
-    from beam_shards.shards.row_sizes import arrow_nbytes_bound, arrow_row_nbytes
+def test_the_size_from_offsets_counts_bytes_under_a_null_that_the_rows_sizes_do_not():
+    from beam_shards.shards.row_sizes import arrow_nbytes, arrow_row_nbytes
 
     # row 1 is null, yet its offsets step over 5 bytes ("hello")
     values = pa.Array.from_buffers(pa.binary(), 2, [pa.py_buffer(bytes([0b01])),
@@ -214,28 +215,26 @@ def test_the_bound_counts_bytes_under_a_null_that_the_rows_sizes_do_not():
                                                     pa.py_buffer(b"hihello")])
     table = pa.table({"x": values})
     assert arrow_row_nbytes(table).tolist() == [8 + 2 + 8, 8 + 8]
-    assert arrow_nbytes_bound(table) == 8 + 2 + 8 + 8 + 5 + 8
-
-
-def test_a_list_of_nested_values_has_no_bound():
-    from beam_shards.shards.row_sizes import arrow_nbytes_bound
-
-    assert arrow_nbytes_bound(pa.table({"x": pa.array([[["a"]]])})) is None
+    assert arrow_nbytes(table) == 8 + 2 + 8 + 8 + 5 + 8
 
 
 @pytest.mark.parametrize("batch_bytes", [1 << 30, 3000], ids=["one batch", "cut by sizes"])
 def test_a_table_within_one_batch_is_written_as_sizing_each_row_would_cut_it(tmp_path, monkeypatch, batch_bytes):
-    from beam_shards.shards import writer
+    from beam_shards.shards import row_sizes
 
     table = FEATURES.encode_batch(_table(range(40)))
+    sized, real_sizes = [], row_sizes.arrow_row_nbytes
+    monkeypatch.setattr(row_sizes, "arrow_row_nbytes", lambda table: sized.append(1) or real_sizes(table))
     digests = []
-    for bounded in (True, False):
-        if not bounded:
-            monkeypatch.setattr(writer, "arrow_nbytes_bound", lambda table: None)
-        out = tmp_path / str(bounded)
+    for summed in (True, False):
+        if not summed:
+            monkeypatch.setattr(row_sizes, "arrow_nbytes", lambda table: 1 << 62)  # never fits: rows sized
+        sized.clear()
+        out = tmp_path / str(summed)
         manifest = write_shards([table], str(out), FEATURES, shard_size_bytes=1 << 24, batch_bytes=batch_bytes,
                                 progress=False)
         digests.append([shard.checksum for shard in manifest.shards])
         batches = [len(batch) for batch in ArrowBackend.open(str(out)).iter_batches()]
         assert (batches == [40]) == (batch_bytes > 1 << 20)
+        assert bool(sized) == (not summed or batch_bytes < 1 << 20), "rows sized only when the table does not fit"
     assert digests[0] == digests[1]
