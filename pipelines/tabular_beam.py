@@ -5,7 +5,6 @@ cast to them (`pipelines.tabular` says how a format is read).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 

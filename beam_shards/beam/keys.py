@@ -68,20 +68,16 @@ def plain_key(key: Any) -> Key:
 
 
 def _plain(value: Any, key: Any, where: str, depth: int) -> Key:
-    kind = type(value)
-    if value is None or kind is bool or kind is str or kind is bytes:
+    if _is_plain_scalar(value):
         return value
+    kind = type(value)
     if isinstance(value, tuple) and depth < MAX_DEPTH and all(map(_is_plain_scalar, value)):
         return value if kind is tuple else tuple(value)  # a key of a pipeline, whose places need no names
     if kind is int:
-        if value.bit_length() > 8 * _MAX_INT_BYTES:
-            raise TypeError(f"the key {_short(key)} holds an int of more than {_MAX_INT_BYTES:,} bytes at {where}")
-        return value
+        raise TypeError(f"the key {_short(key)} holds an int of more than {_MAX_INT_BYTES:,} bytes at {where}")
     if kind is float:
-        if value != value:
-            raise TypeError(f"the key {_short(key)} holds a NaN at {where}, which does not sort; deterministic "
-                            "write keys must sort")
-        return value
+        raise TypeError(f"the key {_short(key)} holds a NaN at {where}, which does not sort; deterministic "
+                        "write keys must sort")
     if isinstance(value, tuple):
         if depth >= MAX_DEPTH:
             raise TypeError(f"the key {_short(key)} nests tuples deeper than {MAX_DEPTH} levels (at {where})")

@@ -5,7 +5,7 @@ arrive in. With `WriteToArrowShards(..., deterministic=True)` these steps replac
 only file names and row ranges go through Beam's shuffles, never the examples:
 
 - runs: each bundle buffers its pairs, about `ordered_steps.RUN_BYTES` at a time, sorts them by key
-  and writes them with a `bundles.BundleWriter` into staged "run" shards that carry
+  and writes them with a `staging.BundleWriter` into staged "run" shards that carry
   each row's key in one more column (`KEY_COLUMN`: `(key, row of its element)` in
   `keys`' plain encoding, never pickled, so a run shard planted in the staging cannot
   run code). Each key belongs to a chunk: an int key, or a tuple key whose second item
