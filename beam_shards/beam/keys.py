@@ -129,13 +129,16 @@ def encode_keyed_rows(key: Any, rows: int) -> list[bytes]:
     head, kinds = bytearray([VERSION, _TUPLE]), bytearray()
     _encode(plain_key(key), head, kinds)
     head, tail = bytes(head), bytes([_END, *kinds, _INT])
-    out = [head + bytes([_ZERO]) + tail]
-    for row in range(1, rows):
-        item = bytearray(head)
-        _number(row, b"", False, item)
-        item += tail
-        out.append(bytes(item))
-    return out
+    return [head + _row_bytes(row) + tail for row in range(rows)]
+
+
+def _row_bytes(row: int) -> bytes:
+    """A row number (>= 0) as it stands in a stored pair (its kind, an int, after the key's kinds)."""
+    if not row:
+        return bytes([_ZERO])
+    out = bytearray()
+    _number(row, b"", False, out)
+    return bytes(out)
 
 
 def _encode(value: Key, out: bytearray, kinds: bytearray) -> None:
@@ -212,6 +215,32 @@ def decode_keyed_row(data: bytes) -> tuple[Key, int]:
     if not (isinstance(pair, tuple) and len(pair) == 2 and type(pair[1]) is int and pair[1] >= 0):
         raise ValueError(f"a stored row key is a (key, row) pair; found {_short(pair)}")
     return pair
+
+
+class KeyedRowDecoder:
+    """`decode_keyed_row` for a column of stored rows: a run of rows that share their key (the rows of
+    one element, as `encode_keyed_rows` writes them) decodes the key once and then only each row's
+    number, which must be in its one form (else the row is decoded whole, its error as `decode_keyed_row`'s)."""
+
+    def __init__(self):
+        self._prefix: bytes | None = None  # the version byte, the pair's tag and the key
+        self._tail = b""  # the pair's end, the key's kinds and the row's
+        self._key: Key = None
+
+    def __call__(self, data: bytes) -> tuple[Key, int]:
+        prefix, tail = self._prefix, self._tail
+        if prefix is not None and type(data) is bytes and data.startswith(prefix) and data.endswith(tail) \
+                and len(data) > len(prefix) + len(tail):
+            number = data[len(prefix):len(data) - len(tail)]
+            row = int.from_bytes(number[3:3 + int.from_bytes(number[1:3], "big")], "big") if len(number) > 3 else 0
+            if _row_bytes(row) == number:
+                return self._key, row
+        key, row = decode_keyed_row(data)
+        decoder = _Decoder(bytes(data), MAX_DEPTH + 1)
+        _, end = decoder.value(2, 1)  # the key alone, after the version byte and the pair's tag
+        self._prefix, self._key = bytes(data[:end]), key
+        self._tail = bytes([_END]) + bytes(data[len(data) - len(decoder._numbers) - 1:])
+        return key, row
 
 
 def _decode(data: bytes, max_depth: int) -> Key:

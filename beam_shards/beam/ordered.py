@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.beam.keys import PAIR_HEAD, PAIR_LAST, decode_keyed_row, encode_keyed_rows
+from beam_shards.beam.keys import PAIR_HEAD, PAIR_LAST, KeyedRowDecoder, encode_keyed_rows
 from beam_shards.beam.staging import BundleWriter
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
@@ -149,10 +149,10 @@ def _stored_keys(column: Iterable[bytes], where: str, first: int = 0) -> list[tu
     Raises:
       CorruptCacheError: a value is not a stored key (the staging was damaged or planted).
     """
-    pairs = []
+    pairs, decode = [], KeyedRowDecoder()
     for index, data in enumerate(column, first):
         try:
-            pairs.append(decode_keyed_row(data))
+            pairs.append(decode(data))
         except ValueError as error:
             raise CorruptCacheError(f"row {index} of {where} holds no key a deterministic write stores: {error}; "
                                     "the write's staging was altered (nothing was published)") from None

@@ -117,3 +117,30 @@ def test_keys_of_every_plain_type_are_written_in_key_order(tmp_path):
     _write(path, pairs)
     assert [row["file"] for row in ShardedDataset(path)] == [repr(key) for key in sorted(keys)]
 
+
+
+def test_a_column_decoder_reads_every_row_as_decode_keyed_row_does_damaged_rows_included(monkeypatch):
+    from beam_shards.beam import keys
+
+    column = (keys.encode_keyed_rows(("a.jsonl", 1.5, -3), 300) + keys.encode_keyed_rows(("a.jsonl", 2), 2)
+              + keys.encode_keyed_rows(7, 2))
+    whole = []
+    real = keys.decode_keyed_row
+    monkeypatch.setattr(keys, "decode_keyed_row", lambda data: whole.append(data) or real(data))
+    decode = keys.KeyedRowDecoder()
+    assert [decode(data) for data in column] == [real(data) for data in column]
+    assert len(whole) == 3, "each key decoded once, then only the rows' numbers"
+    first, second = column[0], column[1]
+    prefix, tail = first[:-5], first[-4:]  # row 0 is one byte (0x13), then the pair's end and the kinds
+    damaged_rows = [prefix + b"\x14\x00\x01\x00\x00\x00" + tail,  # row 0 with a digit of its own
+                    prefix + b"\x15" + tail,  # an infinity for a row
+                    prefix + b"\x14\x00\x01\x01\x00\x00" + tail[:-1] + b"\x02",  # a float's kind for row 1
+                    second[:-2]]
+    for damaged in damaged_rows:
+        decode = keys.KeyedRowDecoder()
+        decode(first)
+        with pytest.raises(ValueError) as expected:
+            real(damaged)
+        with pytest.raises(ValueError) as raised:
+            decode(damaged)
+        assert str(raised.value) == str(expected.value)
