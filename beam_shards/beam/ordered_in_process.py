@@ -24,21 +24,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_shards.beam.bad_limit import check_skipped, check_skipping, skipped_of
+from beam_shards.beam.bad_limit import check_skipping, skipped_of
 from beam_shards.beam.keys import plain_key
 from beam_shards.beam.ordered import (KEY_COLUMN, chunk_in_key_order, chunk_of, chunk_rows, keyed, ranks,
                                       run_features, run_options, sorted_keys, write_chunk, write_run)
 from beam_shards.beam.ordered_bins import batch_bytes, plan_ordered_bins
+from beam_shards.beam.publishing import apply_retention, publish_staged, settle_write
 from beam_shards.beam.staging import BundleWriter, merge_bin
-from beam_shards.errors import EmptyWriteError, best_effort
+from beam_shards.errors import best_effort
 from beam_shards.features import Features
-from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
+from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.encoded_rows import EncodedRows
 from beam_shards.shards.merge import file_overhead
 from beam_shards.shards.options import WriterOptions
-from beam_shards.versions.commit import abandon, check_write, publish
-from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.commit import abandon
+from beam_shards.versions.gc import Retention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,32 +84,18 @@ def write_in_process(pairs: Iterable[Any], path: str, features: Features, option
       ValueError: a pair without a key, keys that do not sort together, bad arguments.
     """
     check_skipping(on_bad, max_bad, bool(set_aside))
-    metadata, since, column_types = check_write(path, features, metadata, mode)
-    options = dataclasses.replace(options, column_types=column_types)
-    if write_id is not None:
-        check_write_id(write_id)
-        # A write id given may be a rerun's, whose version is older than the newest now: look for it
-        # from the start, as the sink does, so the rerun publishes nothing twice.
-        since = None
+    metadata, since, options = settle_write(path, features, metadata, mode, options, write_id)
     write_id = write_id or new_write_id()
     try:
         staged, letters = _stage(pairs, path, features, options, write_id, on_bad == "skip")
-        if max_bad is not None:
-            written = sum(shard.num_rows for shard in staged)
-            metadata = {**metadata, "bad_inputs": check_skipped(skipped_of([*set_aside, *letters]), written, max_bad,
-                                                                path)}
-        if not allow_empty and not any(shard.num_rows for shard in staged):
-            raise EmptyWriteError(f"the write to {path} holds no rows; nothing was published "
-                                  "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
-        manifest = publish(path, write_id=write_id, features=features, staged=staged, options=options,
-                           metadata=metadata, mode=mode, ordered=True, since=since)
+        manifest = publish_staged(path, write_id=write_id, features=features, staged=staged, options=options,
+                                  metadata=metadata, mode=mode, ordered=True, since=since, allow_empty=allow_empty,
+                                  max_bad=max_bad, skipped=skipped_of([*set_aside, *letters]))
     except BaseException:
         with best_effort(f"remove the files of failed write {write_id}", path):
             abandon(path, write_id)
         raise
-    if retention is not None:
-        with best_effort("apply retention after publishing", path):
-            collect_garbage(path, retention, sweep=False)
+    apply_retention(path, retention)
     return WrittenInProcess(manifest, letters)
 
 

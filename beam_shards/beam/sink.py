@@ -34,7 +34,6 @@ in key order, so the output does not depend on bundles (and dedup on the chunks'
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -45,23 +44,23 @@ from apache_beam.transforms import window
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_shards.beam import deferred, ordered_bins, ordered_steps
-from beam_shards.beam.bad_limit import check_skipped, check_skipping
+from beam_shards.beam.bad_limit import check_skipping
 from beam_shards.beam.count_skipped import CountSkippedFn
 from beam_shards.beam import arrow_coder  # noqa: F401 - registers the coders of record batches and tables
 from beam_shards.beam.bundles import BAD_TAG, WriteBundleFn, WriteBundleWithIdFn
 from beam_shards.beam.ordered_dedup import ORDERED_RECORD, WriteChunkDedupFn, resized
 from beam_shards.beam.merging import merge_small_shards
+from beam_shards.beam.publishing import apply_retention, publish_staged, settle_write
 from beam_shards.beam.runner_limits import unsupported_runner
 from beam_shards.beam.staged_dedup import DIGESTS_TAG, DROPPED_TAG, DropStagedDuplicates, dedup_columns
-from beam_shards.errors import EmptyWriteError, best_effort
+from beam_shards.errors import best_effort
 from beam_shards.features import Features
-from beam_shards.format.layout import CacheLayout, check_write_id, new_write_id
+from beam_shards.format.layout import CacheLayout, new_write_id
 from beam_shards.format.manifest import Manifest
 from beam_shards.shards.merge import plan_bins
 from beam_shards.shards.options import (DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, DEFAULT_SHARD_SIZE_BYTES,
                                         WriterOptions, WrittenShard)
-from beam_shards.versions.commit import check_write, publish
-from beam_shards.versions.gc import Retention, collect_garbage
+from beam_shards.versions.gc import Retention
 from beam_shards.versions.staging import remove_staging, staged_order
 
 
@@ -133,27 +132,17 @@ class _FinalizeFn(beam.DoFn):
             write_id = staged[0][0] if staged else new_write_id()
         if self._in_order:
             staged = sorted(staged, key=lambda item: item[2])
-        metadata = self._metadata
-        if self._dedup is not None:
-            metadata = {**metadata, "dedup": {"columns": self._dedup, "dropped": dropped}}
-        if self._max_bad is not None:
-            written = sum(item[1].num_rows for item in staged) + dropped
-            metadata = {**metadata, "bad_inputs": check_skipped(skipped, written, self._max_bad, self._path)}
-        if not self._allow_empty and not any(item[1].num_rows for item in staged):
-            raise EmptyWriteError(f"the write to {self._path} holds no rows; nothing was published "
-                                  "(allow_empty=True, --allow_empty in the pipelines, publishes an empty version)")
-        features = deferred.features_for(self._features, features)
-        manifest = publish(self._path, write_id=write_id, features=features, staged=[item[1] for item in staged],
-                           options=self._options, metadata=metadata, mode=self._mode, ordered=self._in_order,
-                           since=self._since)
+        manifest = publish_staged(
+            self._path, write_id=write_id, features=deferred.features_for(self._features, features),
+            staged=[item[1] for item in staged], options=self._options, metadata=self._metadata, mode=self._mode,
+            ordered=self._in_order, since=self._since, allow_empty=self._allow_empty, max_bad=self._max_bad,
+            skipped=skipped, dedup=self._dedup, dropped=dropped)
         # Bundles whose write id fell back to a fresh one staged elsewhere.
         layout = CacheLayout(self._path)
         for other in sorted(({item[0] for item in staged} | set(every_write_id)) - {write_id}):
             with best_effort(f"remove the staging of write {other}", self._path):
                 remove_staging(layout, other, temporaries=False)
-        if self._retention is not None:
-            with best_effort("apply retention after publishing", self._path):
-                collect_garbage(self._path, self._retention, sweep=False)
+        apply_retention(self._path, self._retention)
         yield manifest
 
 
@@ -291,13 +280,8 @@ class WriteToArrowShards(beam.PTransform):
         self._allow_empty = allow_empty
         self._deterministic = deterministic
         options = WriterOptions(shard_size_bytes, max_rows_per_shard, batch_size, batch_bytes, compression)
-        self._metadata, since, column_types = check_write(path, deferred.known(features), metadata, mode)
-        self._options = dataclasses.replace(options, column_types=column_types)
-        if write_id is not None:
-            check_write_id(write_id)
-        # A write id made when the pipeline runs is newer than every version there now; one given
-        # may be a rerun's, whose version is older.
-        self._since = since if write_id is None else None
+        self._metadata, self._since, self._options = settle_write(path, deferred.known(features), metadata, mode,
+                                                                  options, write_id)
         self._path = path
         self._features = features
         self._mode = mode

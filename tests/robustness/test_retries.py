@@ -15,7 +15,7 @@ import apache_beam as beam
 import pytest
 
 from beam_shards import Features, Value, WriterOptions, WriteToArrowShards, read_metadata, verify, write_shards
-from beam_shards.beam import sink
+from beam_shards.beam import publishing
 from beam_shards.beam.bundles import WriteBundleFn
 from beam_shards.beam.staging import BundleWriter
 from beam_shards.beam.sink import _FinalizeFn
@@ -164,7 +164,7 @@ def test_finalize_twice_inside_the_sink(tally, tmp_path, monkeypatch):
         manifests.append(commit.publish(*args, **kwargs))
         return manifests[-1]
 
-    monkeypatch.setattr(sink, "publish", publish_twice)
+    monkeypatch.setattr(publishing, "publish", publish_twice)
     _run_sink(path)
     assert len(manifests) == 2 and manifests[0].shards == manifests[1].shards
     _check(tally, "finalize run twice", path, range(600))

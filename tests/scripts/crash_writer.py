@@ -179,14 +179,14 @@ def _run_job(job: dict) -> int:
 
 def _import_beam():
     """Beam, imported on first use (a local write in a process of its own does without), with the sink's
-    `publish` pointing at the hooked one."""
+    `publish` (`beam.publishing`'s) pointing at the hooked one."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from beam_shards import WriteToArrowShards
-    from beam_shards.beam import sink
+    from beam_shards.beam import publishing
 
-    sink.publish = commit.publish
+    publishing.publish = commit.publish
     return beam, PipelineOptions, WriteToArrowShards
 
 
