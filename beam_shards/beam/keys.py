@@ -119,8 +119,14 @@ def encode_key(key: Any) -> bytes:
     Raises:
       TypeError: as `plain_key`.
     """
+    return key_order(plain_key(key))
+
+
+def key_order(plain: Key) -> bytes:
+    """`encode_key` of a key in its plain form already (`plain_key`'s, not checked again): a sort key
+    that orders every pair of keys, those Python cannot compare (None beside a str) by their types."""
     out, kinds = bytearray([VERSION]), bytearray()
-    _encode(plain_key(key), out, kinds)
+    _encode(plain, out, kinds)
     return bytes(out + kinds)
 
 

@@ -42,14 +42,14 @@ import dataclasses
 import itertools
 import operator
 import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_shards.beam.keys import PAIR_HEAD, PAIR_LAST, KeyedRowDecoder, encode_keyed_rows
+from beam_shards.beam.keys import PAIR_HEAD, PAIR_LAST, KeyedRowDecoder, encode_keyed_rows, key_order
 from beam_shards.beam.staging import BundleWriter
 from beam_shards.display import short_repr
 from beam_shards.errors import CorruptCacheError
@@ -98,19 +98,19 @@ def keyed(item: Any) -> tuple[Any, Any]:
 
 
 def ranks(chunks: Iterable[Any]) -> dict[Any, int]:
-    """Each chunk name's place in key order.
-
-    Raises:
-      ValueError: chunk names of types that do not sort together (the keys must).
-    """
+    """Each chunk name's place in key order (`sorted_keys`)."""
     return {chunk: rank for rank, chunk in enumerate(sorted_keys(set(chunks)))}
 
 
-def sorted_keys(items: Iterable[Any], key: Any = None) -> list[Any]:
+def sorted_keys(items: Iterable[Any], key: Callable[[Any], Any] = lambda item: item) -> list[Any]:
+    """`items` sorted by their plain keys (`key` of each): as Python sorts them, or, where it cannot compare
+    two (None beside a str at one place), by their stored bytes, as a chunk's rows are (`in_key_order`), so
+    whether a write goes through does not depend on which keys met in one bundle."""
+    items = list(items)
     try:
         return sorted(items, key=key)
-    except TypeError as error:
-        raise ValueError(f"WriteToArrowShards(deterministic=True) needs keys of one sortable type: {error}") from None
+    except TypeError:
+        return sorted(items, key=lambda item: key_order(key(item)))
 
 
 def run_features(features: Features) -> Features:
@@ -222,7 +222,8 @@ def in_key_order(table: pa.Table) -> pa.Table:
     order), so no key is decoded.
 
     Raises:
-      CorruptCacheError: a stored key is not one `encode_keyed_rows` writes (naming its row in the chunk).
+      CorruptCacheError: a stored key is not in the outline of those `encode_keyed_rows` writes (naming its
+        row in the chunk; bytes within the outline are sorted as they are, never decoded).
     """
     column = table.column(KEY_COLUMN)
     _check_stored_pairs(column)

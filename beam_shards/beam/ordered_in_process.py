@@ -81,7 +81,7 @@ def write_in_process(pairs: Iterable[Any], path: str, features: Features, option
       EncodeError: an example does not fit (without `on_bad="skip"`); nothing is published.
       TooManyBadError, EmptyWriteError: more skipped than `max_bad` allows, or no row at all
         (without `allow_empty`); nothing is published.
-      ValueError: a pair without a key, keys that do not sort together, bad arguments.
+      ValueError: a pair without a key, bad arguments.
     """
     check_skipping(on_bad, max_bad, bool(set_aside))
     metadata, since, options = settle_write(path, features, metadata, mode, options, write_id)

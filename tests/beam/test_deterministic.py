@@ -138,8 +138,7 @@ def test_chunks_keep_key_order():
     assert ordered.chunk_of(2500, 1000) == 2 and ordered.chunk_of(("a", "b", 7), 1000) == ("a", "b", 7)
     assert ordered.chunk_of(("a", True), 1000) == ("a", True) and ordered.chunk_of(True, 1000) is True
     assert ordered.ranks([("b", 0), ("a", 2), ("a", 0), ("a", 2)]) == {("a", 0): 0, ("a", 2): 1, ("b", 0): 2}
-    with pytest.raises(ValueError, match="keys of one sortable type"):
-        ordered.ranks([1, "a"])
+    assert ordered.ranks([(None, 0), "a", 1, ("a", 0)]) == {1: 0, "a": 1, (None, 0): 2, ("a", 0): 3}  # by type
     keys = pa.array([encode_keyed_rows(k, 1)[0] for k in (2, 1, 2)], pa.large_binary())
     table = pa.table({"v": [1, 2, 0], ordered.KEY_COLUMN: keys})
     assert ordered.in_key_order(table).column("v").to_pylist() == [2, 0, 1]

@@ -137,3 +137,22 @@ def test_keys_that_tie_in_one_place_give_one_order_through_the_run_and_without_i
         write_in_process(pairs, str(tmp_path / name), FEATURES, WriterOptions(**WRITE))
         orders.append([row["file"] for row in ShardedDataset(str(tmp_path / name))])
     assert orders == [["a", "b", "c"], ["a", "b", "c"]]
+
+
+def test_keys_python_cannot_compare_go_through_whichever_bundles_they_meet_in(tmp_path, monkeypatch):
+    from beam_shards.beam import ordered_steps
+
+    # one chunk, ("f", 0): None and a str at one place, which Python's sort refuses to compare
+    pairs = [(("f", 0, text), {"file": text or "none", "position": 0, "text": ""}) for text in ("b", None, "a")] * 30
+    expected = ["none"] * 30 + ["a"] * 30 + ["b"] * 30  # by their stored bytes: None's type before a str's
+    write_in_process(pairs, str(tmp_path / "local"), FEATURES, WriterOptions(**WRITE))
+    _beam_write(str(tmp_path / "one_run"), pairs)
+    monkeypatch.setattr(ordered_steps, "RUN_BYTES", 1)  # a run an element: the keys meet only in the chunk
+    runs, real_run = [], ordered_steps.write_run
+    monkeypatch.setattr(ordered_steps, "write_run", lambda runs_writer, triples, *rest: runs.append(len(triples))
+                        or real_run(runs_writer, triples, *rest))
+    _beam_write(str(tmp_path / "runs"), pairs)
+    assert len(runs) == len(pairs) and set(runs) == {1}, "each element should have been a run of its own"
+    for name in ("local", "one_run", "runs"):
+        assert [row["file"] for row in ShardedDataset(str(tmp_path / name))] == expected, name
+    assert shard_digests(str(tmp_path / "runs")) == shard_digests(str(tmp_path / "local"))
