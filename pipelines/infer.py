@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from beam_shards.cli import add_command, main as cli_main
 from beam_shards.units import count_flag
 from pipelines import classes
+from pipelines.opening import COMPRESSED
 
 FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
 _DESCRIPTION = ("Print the features python -m pipelines.FORMAT would convert INPUT with (inferred from every row, or "
@@ -58,7 +59,7 @@ def _add_arguments(infer: argparse.ArgumentParser) -> None:
 
 def _format_of(path: str) -> str | None:
     name = path.lower()
-    for compressed in (".gz", ".zst"):
+    for compressed in COMPRESSED:
         name = name.removesuffix(compressed)
     return next((fmt for suffix, fmt in _SUFFIXES.items() if name.endswith(suffix)), None)
 

@@ -9,6 +9,7 @@ from typing import BinaryIO
 from beam_shards.storage import fs
 
 _SKIP_BYTES = 1 << 20
+COMPRESSED = (".gz", ".zst")  # the endings of the files read decompressed
 
 
 def open_input(path: str) -> BinaryIO:
@@ -30,7 +31,7 @@ def open_input(path: str) -> BinaryIO:
 def read_range(path: str, offset: int, length: int) -> bytes:
     """`length` bytes of the (decompressed) file at `path` from byte `offset`."""
     with open_input(path) as handle:
-        if offset and handle.seekable() and not path.endswith((".gz", ".zst")):
+        if offset and handle.seekable() and not path.endswith(COMPRESSED):
             handle.seek(offset)
         else:
             while offset > 0:

@@ -22,6 +22,7 @@ from pipelines.cast_batches import examples
 from pipelines.flags import input_files
 from pipelines.inference import inferring
 from pipelines.local_write import check_output, run_here_or_on_beam, write_here
+from pipelines.opening import COMPRESSED
 from pipelines.summaries import Summary, merge
 from pipelines.tabular import TabularFormat, before_reading, features_of_summary, metadata_of, say_widened
 
@@ -52,7 +53,7 @@ def _plan_on_beam(tabular: TabularFormat, argv: Sequence[str] | None) -> Any:
 
 
 def _input_bytes(files: list[str]) -> int:
-    return sum(os.path.getsize(fs.local_path(path)) * (_COMPRESSED_GROWTH if path.endswith((".gz", ".zst")) else 1)
+    return sum(os.path.getsize(fs.local_path(path)) * (_COMPRESSED_GROWTH if path.endswith(COMPRESSED) else 1)
                for path in files)
 
 

@@ -154,7 +154,7 @@ def test_row_sizes_follow_the_arrow_offsets():
 
 
 
-_BOUNDED_TYPES = [pa.int8(), pa.bool_(), pa.float16(), pa.binary(), pa.large_string(), pa.list_(pa.int16()),
+_BOUNDED_TYPES = [pa.int8(), pa.bool_(), pa.float16(), pa.binary(), pa.large_binary(), pa.large_string(), pa.list_(pa.int16()),
                   pa.large_list(pa.bool_()), pa.list_(pa.float64(), 3), pa.struct({"a": pa.string(), "b": pa.int32()}),
                   pa.null(), pa.list_(pa.string()), pa.large_list(pa.list_(pa.int32())),
                   pa.list_(pa.struct({"a": pa.binary()}))]
@@ -171,7 +171,7 @@ def _values_of(arrow_type: pa.DataType):
         value = st.integers(-100, 100)
     elif pa.types.is_floating(arrow_type):
         value = st.floats(-10, 10)
-    elif pa.types.is_binary(arrow_type):
+    elif pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
         value = st.binary(max_size=40)
     elif pa.types.is_large_string(arrow_type) or pa.types.is_string(arrow_type):
         value = st.text(max_size=20)
