@@ -84,3 +84,22 @@ def test_a_gcs_client_without_beam_reaches_an_emulator_named_without_a_scheme(gc
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint.removeprefix("http://"))
     client = stores._gcs_client_from_env(stores.GcsSettings.from_env())
     assert client.lookup_bucket(BUCKET) is not None
+
+
+@pytest.mark.parametrize("env", [{}, {"AWS_ENDPOINT_URL": "127.0.0.1:9", "AWS_DEFAULT_REGION": "eu-west-1"},
+                                 {"AWS_ENDPOINT_URL_S3": "https://s3.example:443", "AWS_ENDPOINT_URL": "http://other:1",
+                                  "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_SESSION_TOKEN": "t",
+                                  "AWS_REGION": "us-east-2", "AWS_DEFAULT_REGION": "eu-west-1"}],
+                         ids=["nothing set", "an endpoint without its scheme", "every variable"])
+def test_a_reader_without_beam_builds_the_s3_client_beam_would_from_the_same_environment(env, monkeypatch):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beam_shards.storage import stores
+
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                 "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = stores.S3Settings.from_env()
+    assert settings.client_arguments() == stores.s3_arguments(PipelineOptions(settings.beam_flags()))
