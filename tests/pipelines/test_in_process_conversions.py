@@ -203,3 +203,17 @@ def test_random_json_lines_give_the_same_cache_in_process_and_on_beam(tmp_path, 
         here, beam = str(tmp_path / f"{seed}-here"), str(tmp_path / f"{seed}-beam")
         assert shard_digests(here) == shard_digests(beam), seed
         assert read_metadata(here).features == read_metadata(beam).features, seed
+
+
+def test_an_append_in_process_is_the_append_on_beam(tmp_path, engines):
+    argv = _csv_input(tmp_path) + SMALL + ["--max_bad", "10"]
+    here, beam = str(tmp_path / "here"), str(tmp_path / "beam")
+    for out in (here, beam):
+        assert common.main(csv_pipeline.run, argv + ["--output", out]) == 0
+    assert common.main(csv_pipeline.run, argv + ["--output", here, "--mode", "append"]) == 0
+    assert common.main(csv_pipeline.run, argv + ["--output", beam, "--mode", "append", ON_BEAM]) == 0
+    assert engines == ["in process", "in process", "in process", "beam"]
+    mine, theirs = read_metadata(here), read_metadata(beam)
+    assert mine.version == theirs.version == 2 and mine.num_rows == theirs.num_rows == 2 * 296
+    assert shard_digests(here) == shard_digests(beam)
+    assert mine.features == theirs.features and mine.metadata == theirs.metadata
