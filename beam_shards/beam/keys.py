@@ -2,12 +2,10 @@
 order: a chunk's rows sort by their stored keys' bytes (Arrow's sort, no key decoded in Python),
 and decoding stored bytes builds values, never runs code.
 
-A key is None, a bool, int, float (not NaN: it does not sort) or str or bytes, or a tuple of
-keys nested at most `MAX_DEPTH` deep (a named tuple such as the pipelines' `Where` is a tuple;
-subclasses of the other types count as their base type). The encoding round-trips a key
-exactly (as its plain form: tuples, and the base types), and two keys' bytes compare as the
-keys do (`<` on them), for keys that Python orders; keys Python holds equal but of other types
-(1, 1.0 and True; 0.0 and -0.0) are ordered by their types.
+A key is what `plain_keys` allows, stored in its plain form. The encoding round-trips a key
+exactly (tuples, and the base types), and two keys' bytes compare as the keys do (`<` on them),
+for keys that Python orders; keys Python holds equal but of other types (1, 1.0 and True; 0.0
+and -0.0), or cannot compare (None beside a str), are ordered by their types.
 
 Format: one version byte, `VERSION`, then the key, then one byte for each of its numbers, in
 order, saying what it was (`<kinds>`: 00 int, 01 bool, 02 float, 03 the float -0.0), so that
@@ -38,79 +36,20 @@ A deterministic write stores each row's `(key, row of its element)` pair this wa
 from __future__ import annotations
 
 import math
-from typing import Any, Union
+from typing import Any
 
-Key = Union[None, bool, int, float, str, bytes, tuple]
+from beam_shards.beam.plain_keys import MAX_DEPTH, Key, plain_key, short_key
+
 VERSION = 2
-MAX_DEPTH = 64
 _NONE, _NEGATIVE_INFINITY, _NEGATIVE, _ZERO, _POSITIVE, _INFINITY = 0x02, 0x11, 0x12, 0x13, 0x14, 0x15
 _STR, _BYTES, _TUPLE, _END = 0x20, 0x30, 0x40, 0x00
 _INT, _BOOL, _FLOAT, _NEGATIVE_ZERO = 0, 1, 2, 3  # a number's kind
 _ZEROS = {_INT: 0, _BOOL: False, _FLOAT: 0.0, _NEGATIVE_ZERO: -0.0}
-_MAX_INT_BYTES = 0xFFFF  # an integer part's length takes 2 bytes
 # The most bytes a float's fraction takes (binary digits down to 2^-1074).
 _FLOAT_FRACTION_BYTES = 135
 _INVERTED = bytes(range(255, -1, -1))  # a translation table: every byte inverted
-_KEY_TYPES = "tuples of str, int, float, bytes, bool and None"
 # How every stored (key, row) pair begins (the version byte, a tuple's tag) and ends (its row's kind, an int).
 PAIR_HEAD, PAIR_LAST = bytes([VERSION, _TUPLE]), bytes([_INT])
-
-
-def plain_key(key: Any) -> Key:
-    """`key` in its plain form (tuples for named tuples, base types for subclasses), checked.
-
-    Raises:
-      TypeError: `key` is or holds a value of another type (a list, a numpy scalar, an
-        object...), naming its type, where it is in the key and the key; or a NaN (it does not
-        sort) or an int of more than 65,535 bytes; or is nested deeper than `MAX_DEPTH`.
-    """
-    return _plain(key, key, "key", 0)
-
-
-def _plain(value: Any, key: Any, where: str, depth: int) -> Key:
-    if _is_plain_scalar(value):
-        return value
-    kind = type(value)
-    if isinstance(value, tuple) and depth < MAX_DEPTH and all(map(_is_plain_scalar, value)):
-        return value if kind is tuple else tuple(value)  # a key of a pipeline, whose places need no names
-    if kind is int:
-        raise TypeError(f"the key {_short(key)} holds an int of more than {_MAX_INT_BYTES:,} bytes at {where}")
-    if kind is float:
-        raise TypeError(f"the key {_short(key)} holds a NaN at {where}, which does not sort; deterministic "
-                        "write keys must sort")
-    if isinstance(value, tuple):
-        if depth >= MAX_DEPTH:
-            raise TypeError(f"the key {_short(key)} nests tuples deeper than {MAX_DEPTH} levels (at {where})")
-        return tuple(_plain(item, key, f"{where}[{index}]", depth + 1) for index, item in enumerate(value))
-    # Subclasses (IntEnum, numpy's float64 and str_...) as their base type, bypassing their own __str__ and such.
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _plain(int.__int__(value), key, where, depth)
-    if isinstance(value, float):
-        return _plain(float.__float__(value), key, where, depth)
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, bytes):
-        return bytes(memoryview(value))
-    kind_name = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
-    what = f"is a {kind_name}" if where == "key" else f"holds a {kind_name} at {where}"
-    hint = ("; use a tuple" if isinstance(value, list) else
-            "; convert it with .item()" if type(value).__module__ == "numpy" else "")
-    raise TypeError(f"deterministic write keys are {_KEY_TYPES}; the key {_short(key)} {what}{hint}")
-
-
-def _is_plain_scalar(value: Any) -> bool:
-    """Whether `value` is a key's scalar in its plain form already (`_plain` would give it back)."""
-    kind = type(value)
-    return (value is None or kind is bool or kind is str or kind is bytes
-            or kind is int and value.bit_length() <= 8 * _MAX_INT_BYTES or kind is float and value == value)
-
-
-def _short(key: Any) -> str:
-    try:
-        text = repr(key)
-    except ValueError:  # Python prints no int of more than 4,300 digits
-        text = f"<a {type(key).__name__} holding an int too long to print>"
-    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def encode_key(key: Any) -> bytes:
@@ -219,7 +158,7 @@ def decode_keyed_row(data: bytes) -> tuple[Key, int]:
     """
     pair = _decode(data, MAX_DEPTH + 1)
     if not (isinstance(pair, tuple) and len(pair) == 2 and type(pair[1]) is int and pair[1] >= 0):
-        raise ValueError(f"a stored row key is a (key, row) pair; found {_short(pair)}")
+        raise ValueError(f"a stored row key is a (key, row) pair; found {short_key(pair)}")
     return pair
 
 

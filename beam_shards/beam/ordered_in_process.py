@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_shards.beam.bad_limit import check_skipping, skipped_of
-from beam_shards.beam.keys import plain_key
+from beam_shards.beam.plain_keys import plain_key
 from beam_shards.beam.ordered import (KEY_COLUMN, chunk_in_key_order, chunk_of, chunk_rows, keyed, ranks,
                                       run_features, run_options, sorted_keys, write_chunk, write_run)
 from beam_shards.beam.ordered_bins import batch_bytes, plan_ordered_bins

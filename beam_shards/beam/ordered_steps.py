@@ -11,7 +11,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms import window
 
 from beam_shards.beam.bundles import BAD_TAG, WriteCounters, write_id_or_fallback
-from beam_shards.beam.keys import plain_key
+from beam_shards.beam.plain_keys import plain_key
 from beam_shards.beam.ordered import (KEY_COLUMN, Piece, chunk_in_key_order, chunk_rows, keyed, ranks, run_features,
                                       run_options, rough_nbytes, write_chunk, write_run)
 from beam_shards.beam.ordered_bins import batch_bytes
@@ -26,7 +26,7 @@ class WriteRunsFn(beam.DoFn):
     """Writes a bundle's `(key, example)` pairs as sorted runs (see `ordered`), yielding
     `(chunk, (run shard, first row, rows))` for each chunk of each run shard, and the dead
     letters of `on_bad="skip"` tagged `BAD_TAG`. A key of a type the plain encoding does not
-    hold fails the bundle at once (`keys.plain_key`). `features` None: they are made when the
+    hold fails the bundle at once (`plain_keys.plain_key`). `features` None: they are made when the
     pipeline runs and come as a side input (the run writer is made at the first element)."""
 
     def __init__(self, path: str, features: Features | None, options: WriterOptions, write_id: str | None = None,

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from beam_shards import CorruptCacheError
 from beam_shards.beam import ordered
-from beam_shards.beam.keys import MAX_DEPTH, VERSION, decode_key, decode_keyed_row, encode_key, encode_keyed_rows, plain_key
+from beam_shards.beam.keys import VERSION, decode_key, decode_keyed_row, encode_key, encode_keyed_rows
+from beam_shards.beam.plain_keys import MAX_DEPTH, plain_key
 
 from _hostile import SCALE, assert_clear
 
